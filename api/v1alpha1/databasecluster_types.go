@@ -1,0 +1,322 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Engine is the database engine a DatabaseCluster runs.
+// +kubebuilder:validation:Enum=postgres;mysql;custom
+type Engine string
+
+const (
+	EnginePostgres Engine = "postgres"
+	EngineMySQL    Engine = "mysql"
+	// EngineCustom runs the image the user names; dbfleet knows nothing of its protocol.
+	EngineCustom Engine = "custom"
+)
+
+// DatabaseTemplate is what a member cluster needs to run its share of a database. DatabaseCluster
+// embeds it, and every MemberDatabase carries a copy.
+// +kubebuilder:validation:XValidation:rule="self.engine != 'custom' || (has(self.image) && self.image != '')",message="image is required when engine is custom",fieldPath=".image",reason="FieldValueRequired"
+type DatabaseTemplate struct {
+	// Engine is the database engine: postgres, mysql or custom. It cannot change after creation.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="engine is immutable"
+	// +required
+	Engine Engine `json:"engine"`
+
+	// Version is the engine version, for example "16.4"; it picks the image tag unless image is set.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +required
+	Version string `json:"version"`
+
+	// Image overrides the image chosen from engine and version. Required when engine is custom.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// Storage is the persistent volume each replica gets.
+	// +required
+	Storage StorageSpec `json:"storage"`
+
+	// Resources are the compute resources of each database container. Their requests decide how
+	// many replicas a member cluster can still take.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// Template overrides parts of the database pods.
+	// +optional
+	Template *PodTemplateOverrides `json:"template,omitempty"`
+}
+
+// StorageSpec describes the volume of each replica.
+type StorageSpec struct {
+	// Size of each replica's volume, a quantity such as "10Gi". It may grow but never shrink.
+	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || quantity(string(self)).isGreaterThan(quantity('0'))",message="size must be greater than zero"
+	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || !isQuantity(string(oldSelf)) || quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0",message="size cannot shrink"
+	// +required
+	Size resource.Quantity `json:"size"`
+
+	// StorageClassName is the StorageClass of the volumes; empty means the member's default.
+	// It cannot change after creation.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="storageClassName is immutable"
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+
+	// RetentionPolicy says what happens to volumes when the database or a share goes away.
+	// Both cases default to Retain: dbfleet never deletes data unless told to.
+	// +kubebuilder:default={}
+	// +optional
+	RetentionPolicy PVCRetentionPolicy `json:"retentionPolicy,omitempty"`
+}
+
+// PVCRetentionPolicyType is what to do with a volume whose replica is gone.
+// +kubebuilder:validation:Enum=Retain;Delete
+type PVCRetentionPolicyType string
+
+const (
+	RetainPVC PVCRetentionPolicyType = "Retain"
+	DeletePVC PVCRetentionPolicyType = "Delete"
+)
+
+// PVCRetentionPolicy mirrors the StatefulSet persistentVolumeClaimRetentionPolicy.
+type PVCRetentionPolicy struct {
+	// WhenDeleted applies when the DatabaseCluster or a cluster's whole share is deleted.
+	// +kubebuilder:default=Retain
+	// +optional
+	WhenDeleted PVCRetentionPolicyType `json:"whenDeleted,omitempty"`
+
+	// WhenScaled applies when a share shrinks.
+	// +kubebuilder:default=Retain
+	// +optional
+	WhenScaled PVCRetentionPolicyType `json:"whenScaled,omitempty"`
+}
+
+// PodTemplateOverrides are the parts of the database pods a user may set. dbfleet owns the rest
+// (containers, volumes, labels it relies on).
+type PodTemplateOverrides struct {
+	// Labels are added to every pod. Keys under dbfleet.io/ are reserved.
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('dbfleet.io/'))",message="labels under dbfleet.io/ are reserved"
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// Annotations are added to every pod.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+
+	// NodeSelector constrains pods to nodes with these labels.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations let pods schedule onto tainted nodes.
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// Affinity is the pods' scheduling affinity.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// PriorityClassName is the pods' priority class.
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// ServiceAccountName is the pods' service account in the member cluster.
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// Env is added to the database container's environment.
+	// +optional
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// Args replace the database container's arguments.
+	// +optional
+	Args []string `json:"args,omitempty"`
+}
+
+// FailoverMode says whether the hub moves the primary on its own.
+// +kubebuilder:validation:Enum=Automatic;Manual
+type FailoverMode string
+
+const (
+	// FailoverAutomatic lets the hub promote a new primary cluster when the old one is lost.
+	FailoverAutomatic FailoverMode = "Automatic"
+	// FailoverManual makes the hub report a lost primary and wait for the user.
+	FailoverManual FailoverMode = "Manual"
+)
+
+// PrimarySpec says where the primary should run and how it fails over.
+type PrimarySpec struct {
+	// PreferredClusters lists clusters for the primary, most preferred first. Changing the first
+	// entry is a planned switchover.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=set
+	// +optional
+	PreferredClusters []string `json:"preferredClusters,omitempty"`
+
+	// Failover is Automatic (the hub promotes elsewhere when the primary's cluster is lost) or
+	// Manual (the hub only reports it).
+	// +kubebuilder:default=Automatic
+	// +optional
+	Failover FailoverMode `json:"failover,omitempty"`
+}
+
+// DatabaseClusterSpec is the desired database.
+type DatabaseClusterSpec struct {
+	DatabaseTemplate `json:",inline"`
+
+	// Replicas is the number of database instances across the whole fleet, primary included.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +required
+	Replicas int32 `json:"replicas"`
+
+	// Primary places and fails over the primary.
+	// +optional
+	Primary *PrimarySpec `json:"primary,omitempty"`
+}
+
+// PolicyReference names the (Cluster)PropagationPolicy that placed a DatabaseCluster.
+type PolicyReference struct {
+	// Kind is PropagationPolicy or ClusterPropagationPolicy.
+	Kind string `json:"kind"`
+	// Namespace is empty for a ClusterPropagationPolicy.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// Name of the policy.
+	Name string `json:"name"`
+}
+
+// PrimaryStatus is where the primary runs now.
+type PrimaryStatus struct {
+	// Cluster holds the primary.
+	// +optional
+	Cluster string `json:"cluster,omitempty"`
+	// Epoch goes up by one every time the primary moves to another cluster. Agents act only on the
+	// newest epoch.
+	// +optional
+	Epoch int64 `json:"epoch,omitempty"`
+	// Since is when the primary took this cluster and epoch.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+}
+
+// OrdinalRange is a contiguous range of StatefulSet ordinals, unique across the fleet.
+type OrdinalRange struct {
+	// Start is the first ordinal (StatefulSet spec.ordinals.start).
+	Start int32 `json:"start"`
+	// Count is the number of ordinals.
+	Count int32 `json:"count"`
+}
+
+// ReplicaRole is the role of a cluster's share.
+// +kubebuilder:validation:Enum=primary;replica
+type ReplicaRole string
+
+const (
+	// RolePrimary: the share holds the primary (its lowest ordinal).
+	RolePrimary ReplicaRole = "primary"
+	// RoleReplica: every instance of the share is a replica.
+	RoleReplica ReplicaRole = "replica"
+	// RoleFenced labels a former primary pod that its agent fenced; never a desired role.
+	RoleFenced ReplicaRole = "fenced"
+)
+
+// PlacementState summarises one cluster's share.
+type PlacementState string
+
+const (
+	PlacementPending     PlacementState = "Pending"
+	PlacementProgressing PlacementState = "Progressing"
+	PlacementAvailable   PlacementState = "Available"
+	PlacementDegraded    PlacementState = "Degraded"
+	PlacementEvicting    PlacementState = "Evicting"
+	// PlacementUnknown: the cluster's agent is silent, so nothing it last said is trusted.
+	PlacementUnknown PlacementState = "Unknown"
+)
+
+// ClusterPlacement is one cluster's share of a DatabaseCluster.
+type ClusterPlacement struct {
+	// Cluster is the MemberCluster name.
+	Cluster string `json:"cluster"`
+	// Replicas the cluster runs.
+	Replicas int32 `json:"replicas"`
+	// Ordinals are the StatefulSet ordinals of this share.
+	Ordinals OrdinalRange `json:"ordinals"`
+	// ReadyReplicas as last reported by the cluster's agent.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// Role of the share.
+	// +optional
+	Role ReplicaRole `json:"role,omitempty"`
+	// State summarises the share.
+	// +optional
+	State PlacementState `json:"state,omitempty"`
+}
+
+// DatabaseClusterStatus is what the hub observed and decided.
+type DatabaseClusterStatus struct {
+	// ObservedGeneration is the spec generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Replicas placed across the fleet.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+	// ReadyReplicas across the fleet.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// Ready is "readyReplicas/replicas", for kubectl.
+	// +optional
+	Ready string `json:"ready,omitempty"`
+	// Policy is the policy that placed this DatabaseCluster.
+	// +optional
+	Policy *PolicyReference `json:"policy,omitempty"`
+	// Primary is where the primary runs now.
+	// +optional
+	Primary *PrimaryStatus `json:"primary,omitempty"`
+	// Placements are the clusters' shares, sorted by cluster name.
+	// +listType=map
+	// +listMapKey=cluster
+	// +optional
+	Placements []ClusterPlacement `json:"placements,omitempty"`
+	// Conditions: Scheduled, Propagated, Available, Progressing, Degraded, FailoverInProgress.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// DatabaseCluster is a database whose replicas the hub places across member clusters.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=dbc,categories=dbfleet
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.ready`
+// +kubebuilder:printcolumn:name="Primary",type=string,JSONPath=`.status.primary.cluster`
+// +kubebuilder:printcolumn:name="Clusters",type=string,JSONPath=`.status.placements[*].cluster`
+// +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
+// +kubebuilder:printcolumn:name="Engine",type=string,JSONPath=`.spec.engine`,priority=1
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.version`,priority=1
+// +kubebuilder:printcolumn:name="Epoch",type=integer,JSONPath=`.status.primary.epoch`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type DatabaseCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec DatabaseClusterSpec `json:"spec"`
+	// +optional
+	Status DatabaseClusterStatus `json:"status,omitempty"`
+}
+
+// DatabaseClusterList is a list of DatabaseClusters.
+// +kubebuilder:object:root=true
+type DatabaseClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []DatabaseCluster `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&DatabaseCluster{}, &DatabaseClusterList{})
+}

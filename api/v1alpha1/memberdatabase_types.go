@@ -1,0 +1,113 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// DatabaseReference points from a MemberDatabase to its DatabaseCluster on the hub.
+type DatabaseReference struct {
+	// Namespace of the DatabaseCluster; the agent creates the share's objects in the namespace of
+	// the same name in its member cluster.
+	// +kubebuilder:validation:MinLength=1
+	Namespace string `json:"namespace"`
+	// Name of the DatabaseCluster.
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// UID of the DatabaseCluster, so a recreated database is never mistaken for the old one.
+	// +optional
+	UID types.UID `json:"uid,omitempty"`
+}
+
+// MemberOrdinals positions a share in the fleet-wide ordinal space.
+type MemberOrdinals struct {
+	// Start is the StatefulSet spec.ordinals.start of the share.
+	// +kubebuilder:validation:Minimum=0
+	Start int32 `json:"start"`
+}
+
+// MemberDatabaseSpec is one cluster's share of a DatabaseCluster, written by the hub.
+type MemberDatabaseSpec struct {
+	// DatabaseRef names the DatabaseCluster on the hub. It cannot change.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="databaseRef is immutable"
+	// +required
+	DatabaseRef DatabaseReference `json:"databaseRef"`
+
+	// Database is the snapshot of the DatabaseCluster spec the agent needs.
+	// +required
+	Database DatabaseTemplate `json:"database"`
+
+	// Replicas this cluster runs. Zero while a share drains.
+	// +kubebuilder:validation:Minimum=0
+	// +required
+	Replicas int32 `json:"replicas"`
+
+	// Ordinals position the share's pods in the fleet.
+	// +required
+	Ordinals MemberOrdinals `json:"ordinals"`
+
+	// Role of the share: primary (its lowest ordinal is the primary) or replica.
+	// +required
+	Role ReplicaRole `json:"role"`
+
+	// Epoch is the primary epoch this share belongs to; agents ignore anything older than what
+	// they have seen.
+	// +kubebuilder:validation:Minimum=1
+	// +required
+	Epoch int64 `json:"epoch"`
+}
+
+// MemberDatabaseStatus is what the agent reports about its share.
+type MemberDatabaseStatus struct {
+	// ObservedGeneration is the spec generation the agent last acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Replicas the member's StatefulSet has.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+	// ReadyReplicas of the member's StatefulSet.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// Epoch the agent acted on last.
+	// +optional
+	Epoch int64 `json:"epoch,omitempty"`
+	// Conditions: Applied, Available, Progressing, Degraded, Fenced.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// MemberDatabase is one cluster's share of one DatabaseCluster. The hub writes it into namespace
+// member-<cluster>; that cluster's agent runs it and reports its status.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=mdb,categories=dbfleet
+// +kubebuilder:printcolumn:name="Database",type=string,JSONPath=`.spec.databaseRef.name`
+// +kubebuilder:printcolumn:name="Role",type=string,JSONPath=`.spec.role`
+// +kubebuilder:printcolumn:name="Epoch",type=integer,JSONPath=`.spec.epoch`
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Start",type=integer,JSONPath=`.spec.ordinals.start`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type MemberDatabase struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec MemberDatabaseSpec `json:"spec"`
+	// +optional
+	Status MemberDatabaseStatus `json:"status,omitempty"`
+}
+
+// MemberDatabaseList is a list of MemberDatabases.
+// +kubebuilder:object:root=true
+type MemberDatabaseList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MemberDatabase `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&MemberDatabase{}, &MemberDatabaseList{})
+}

@@ -1,0 +1,66 @@
+package v1alpha1
+
+// Labels the agent puts on the objects it manages in a member cluster.
+const (
+	// LabelDatabase names the DatabaseCluster an object belongs to.
+	LabelDatabase = "dbfleet.io/database"
+	// LabelRole is the role of a database pod: RolePrimary, RoleReplica or RoleFenced.
+	LabelRole = "dbfleet.io/role"
+	// LabelEpoch is the primary epoch a StatefulSet was last reconciled for.
+	LabelEpoch = "dbfleet.io/epoch"
+	// LabelCluster names the member cluster on MemberDatabases and on member-side objects.
+	LabelCluster = "dbfleet.io/cluster"
+)
+
+// Taints the hub puts on MemberClusters whose health it doubts.
+const (
+	// TaintClusterUnreachable is set while the cluster's Ready condition is Unknown.
+	TaintClusterUnreachable = "dbfleet.io/unreachable"
+	// TaintClusterNotReady is set while the cluster's Ready condition is False.
+	TaintClusterNotReady = "dbfleet.io/not-ready"
+)
+
+// Finalizers.
+const (
+	// DatabaseClusterFinalizer keeps a DatabaseCluster until every member has cleaned up its share.
+	DatabaseClusterFinalizer = "dbfleet.io/member-cleanup"
+)
+
+// MemberNamespacePrefix starts the name of the hub namespace that holds one cluster's objects:
+// the MemberDatabases for cluster "east" live in "member-east".
+const MemberNamespacePrefix = "member-"
+
+// MemberNamespace returns the hub namespace holding the given cluster's MemberDatabases and Lease.
+func MemberNamespace(cluster string) string { return MemberNamespacePrefix + cluster }
+
+// Condition types of DatabaseCluster.
+const (
+	// ConditionScheduled says whether a policy matched and the placement engine found clusters.
+	ConditionScheduled = "Scheduled"
+	// ConditionPropagated says whether every chosen cluster has its MemberDatabase up to date.
+	ConditionPropagated = "Propagated"
+	// ConditionAvailable says whether the database serves: the primary is ready and enough replicas are.
+	ConditionAvailable = "Available"
+	// ConditionProgressing says whether a change is still rolling out.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded says whether some share is unhealthy; the reason names the clusters.
+	ConditionDegraded = "Degraded"
+	// ConditionFailoverInProgress says whether the primary is moving to another cluster.
+	ConditionFailoverInProgress = "FailoverInProgress"
+)
+
+// Condition types of MemberDatabase (Available, Progressing and Degraded are shared with DatabaseCluster).
+const (
+	// ConditionApplied says whether the agent applied the share to its member cluster.
+	ConditionApplied = "Applied"
+	// ConditionFenced says whether the agent fenced its primary because it lost the hub.
+	ConditionFenced = "Fenced"
+)
+
+// Condition types of MemberCluster.
+const (
+	// ConditionReady says whether the hub believes the cluster is healthy.
+	ConditionReady = "Ready"
+	// ConditionAgentConnected says whether the hub has observed the agent's heartbeat recently.
+	ConditionAgentConnected = "AgentConnected"
+)
