@@ -52,6 +52,7 @@ type DatabaseTemplate struct {
 }
 
 // StorageSpec describes the volume of each replica.
+// +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName)",message="storageClassName is immutable",fieldPath=".storageClassName"
 type StorageSpec struct {
 	// Size of each replica's volume, a quantity such as "10Gi". It may grow but never shrink.
 	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || quantity(string(self)).isGreaterThan(quantity('0'))",message="size must be greater than zero"

@@ -47,6 +47,7 @@ type MemberClusterSpec struct {
 	// Taints keep DatabaseClusters off the cluster unless their policy tolerates them. The hub
 	// manages the dbfleet.io/unreachable and dbfleet.io/not-ready taints itself.
 	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.all(t, t.effect in ['NoSchedule', 'NoExecute'])",message="taints[].effect must be NoSchedule or NoExecute"
 	// +optional
 	Taints []corev1.Taint `json:"taints,omitempty"`
 

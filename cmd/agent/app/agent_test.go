@@ -1,0 +1,51 @@
+package app
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestAgentFlagValidation(t *testing.T) {
+	valid := func() *agentOptions {
+		o := newAgentOptions()
+		o.hubKubeconfig, o.clusterName = "/etc/dbfleet/hub.kubeconfig", "east"
+		return o
+	}
+	if err := valid().validate(); err != nil {
+		t.Fatalf("defaults with required flags: %v", err)
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*agentOptions)
+		want   string
+	}{
+		{"no hub kubeconfig", func(o *agentOptions) { o.hubKubeconfig = "" }, "--hub-kubeconfig is required"},
+		{"no cluster name", func(o *agentOptions) { o.clusterName = "" }, "--cluster-name is required"},
+		{"cluster name not a DNS label", func(o *agentOptions) { o.clusterName = "East_1" }, `--cluster-name "East_1"`},
+		{"zero heartbeat", func(o *agentOptions) { o.heartbeatInterval = 0 }, "--heartbeat-interval must be positive"},
+		{"fence before heartbeat", func(o *agentOptions) { o.fenceAfter = 5 * time.Second }, "--fence-after (5s) must be longer than --heartbeat-interval (5s)"},
+		{"bad metrics address", func(o *agentOptions) { o.manager.MetricsBindAddress = "8080" }, "--metrics-bind-address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := valid()
+			tc.change(o)
+			err := o.validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("validate() = %v, want error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestAgentSaysItIsNotImplemented(t *testing.T) {
+	cmd := NewAgentCommand()
+	cmd.SetArgs([]string{"--hub-kubeconfig=x", "--cluster-name=east"})
+	err := cmd.Execute()
+	if err == nil || !strings.Contains(err.Error(), "not implemented yet") {
+		t.Fatalf("Execute() = %v, want a not-implemented error", err)
+	}
+	if !strings.Contains(cmd.Long, "Not implemented yet") {
+		t.Errorf("--help does not say the agent is not implemented yet")
+	}
+}

@@ -1,0 +1,3 @@
+// Package app builds the agent's command line: flags, their validation and the wiring over
+// pkg/agent.
+package app

@@ -1,0 +1,21 @@
+package app
+
+import (
+	"github.com/spf13/cobra"
+)
+
+// NewHubCommand returns the hub's root command.
+func NewHubCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "hub",
+		Short: "The dbfleet hub: places DatabaseClusters across member clusters",
+		Long: `The dbfleet hub places the replicas of each DatabaseCluster across member clusters
+according to PropagationPolicies, and aggregates what the member agents report.
+
+Status of this build: only the API (CRDs under deploy/crds) exists. The subcommands below
+accept and validate their flags, then say that they are not implemented yet and exit non-zero.`,
+		SilenceUsage: true,
+	}
+	cmd.AddCommand(newRunCommand())
+	return cmd
+}

@@ -1,0 +1,36 @@
+package app
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRunFlagValidation(t *testing.T) {
+	if err := newRunOptions().validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*runOptions)
+		want   string
+	}{
+		{"empty lease namespace", func(o *runOptions) { o.leaderElectionNamespace = "" }, "--leader-election-namespace"},
+		{"renew deadline beyond lease", func(o *runOptions) { o.renewDeadline = 20 * time.Second }, "--leader-elect-renew-deadline (20s)"},
+		{"bad probe address", func(o *runOptions) { o.manager.HealthProbeBindAddress = "localhost" }, "--health-probe-bind-address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newRunOptions()
+			tc.change(o)
+			err := o.validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("validate() = %v, want error containing %q", err, tc.want)
+			}
+		})
+	}
+	o := newRunOptions()
+	o.leaderElect, o.leaderElectionNamespace = false, ""
+	if err := o.validate(); err != nil {
+		t.Errorf("leader election settings checked although --leader-elect=false: %v", err)
+	}
+}

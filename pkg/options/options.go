@@ -1,0 +1,71 @@
+package options
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+
+	"github.com/spf13/pflag"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+)
+
+// Manager are the options of a controller manager process.
+type Manager struct {
+	// Kubeconfig is the cluster the manager runs against; empty means in-cluster or $KUBECONFIG.
+	Kubeconfig string
+	// MetricsBindAddress serves Prometheus metrics; "0" disables it.
+	MetricsBindAddress string
+	// HealthProbeBindAddress serves /healthz and /readyz; "0" disables it.
+	HealthProbeBindAddress string
+	// Zap configures logging.
+	Zap zap.Options
+}
+
+// NewManager returns the defaults: metrics on :8080, probes on :8081, production logging.
+func NewManager() *Manager {
+	return &Manager{
+		MetricsBindAddress:     ":8080",
+		HealthProbeBindAddress: ":8081",
+	}
+}
+
+// AddFlags registers the options on fs.
+func (o *Manager) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig,
+		"Path to the kubeconfig of the cluster to run against. Empty: in-cluster config, then $KUBECONFIG.")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress,
+		`Address the Prometheus metrics endpoint binds to, e.g. ":8080" or "127.0.0.1:8080"; "0" disables it.`)
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
+		`Address the /healthz and /readyz endpoints bind to; "0" disables them.`)
+	zapFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
+	o.Zap.BindFlags(zapFlags)
+	fs.AddGoFlagSet(zapFlags)
+}
+
+// Validate reports every bad value at once.
+func (o *Manager) Validate() error {
+	var errs []error
+	if err := ValidateBindAddress(o.MetricsBindAddress); err != nil {
+		errs = append(errs, fmt.Errorf("--metrics-bind-address: %w", err))
+	}
+	if err := ValidateBindAddress(o.HealthProbeBindAddress); err != nil {
+		errs = append(errs, fmt.Errorf("--health-probe-bind-address: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateBindAddress accepts "0" (disabled) or host:port with a numeric port.
+func ValidateBindAddress(addr string) error {
+	if addr == "0" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port or \"0\": %w", addr, err)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("%q has an invalid port: %w", addr, err)
+	}
+	return nil
+}

@@ -1,0 +1,5 @@
+// Package framework starts real Kubernetes API servers for integration tests: a hub with the
+// dbfleet CRDs installed, and plain API servers standing in for member clusters. It runs the
+// binaries that `make k8s-bins` builds (or those in $KUBEBUILDER_ASSETS) through envtest, and
+// offers the create-and-wait helpers the suites share.
+package framework

@@ -1,0 +1,349 @@
+package crds
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dbfleet/dbfleet/test/framework"
+)
+
+var nameSeq atomic.Int64
+
+// uniqueName keeps the table's objects from colliding on the shared API server.
+func uniqueName(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, nameSeq.Add(1))
+}
+
+// ensureNamespace creates ns if it does not exist yet.
+func ensureNamespace(ctx context.Context, t *testing.T, ns string) {
+	t.Helper()
+	err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create namespace %s: %v", ns, err)
+	}
+}
+
+// object builds one dbfleet object from a kind, a name and the YAML of its spec (indented by
+// two spaces, as it would sit under "spec:"). Namespaced kinds go to namespace "admission".
+func object(t *testing.T, kind, name, spec string) *unstructured.Unstructured {
+	t.Helper()
+	meta := "  name: " + name
+	switch kind {
+	case "DatabaseCluster", "PropagationPolicy", "MemberDatabase":
+		meta += "\n  namespace: admission"
+	}
+	doc := fmt.Sprintf("apiVersion: dbfleet.io/v1alpha1\nkind: %s\nmetadata:\n%s\nspec:\n%s", kind, meta, spec)
+	objs, err := framework.DecodeObjects([]byte(doc))
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("test object %s does not parse (%v):\n%s", name, err, doc)
+	}
+	return objs[0]
+}
+
+// strict makes the API server reject unknown fields, as kubectl does.
+var strict = client.FieldValidation(metav1.FieldValidationStrict)
+
+func TestSamplesAreAccepted(t *testing.T) {
+	ctx := context.Background()
+	files, err := filepath.Glob(filepath.Join(framework.SamplesDir(), "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no samples in %s (%v)", framework.SamplesDir(), err)
+	}
+	kinds := map[string]bool{}
+	for _, file := range files {
+		objs, err := framework.ReadObjects(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, obj := range objs {
+			kinds[obj.GetKind()] = true
+			t.Run(filepath.Base(file)+"/"+obj.GetName(), func(t *testing.T) {
+				if ns := obj.GetNamespace(); ns != "" {
+					ensureNamespace(ctx, t, ns)
+				}
+				if err := hub.Client.Create(ctx, obj, strict); err != nil {
+					t.Fatalf("sample %s %s rejected: %v", obj.GetKind(), obj.GetName(), err)
+				}
+			})
+		}
+	}
+	for _, kind := range []string{"DatabaseCluster", "PropagationPolicy", "ClusterPropagationPolicy", "MemberCluster", "MemberDatabase"} {
+		if !kinds[kind] {
+			t.Errorf("deploy/samples has no %s", kind)
+		}
+	}
+}
+
+// Valid specs that the invalid cases below change in one place.
+const (
+	dbcSpec = `  engine: postgres
+  version: "16.4"
+  replicas: 3
+  storage:
+    size: 1Gi
+`
+	ppSelectors = `  resourceSelectors:
+    - name: orders
+`
+	mdbSpec = `  databaseRef: {namespace: shop, name: orders}
+  database: {engine: postgres, version: "16.4", storage: {size: 1Gi}}
+  replicas: 1
+  ordinals: {start: 0}
+`
+)
+
+func TestInvalidObjectsAreRejected(t *testing.T) {
+	ctx := context.Background()
+	ensureNamespace(ctx, t, "admission")
+
+	for _, tc := range []struct {
+		name string
+		kind string
+		spec string
+		// field must appear in the error as "<field>:", so the user sees what to fix.
+		field string
+		// message is a fragment of the explanation.
+		message string
+	}{
+		{
+			name: "replicas zero", kind: "DatabaseCluster",
+			spec:  strings.Replace(dbcSpec, "replicas: 3", "replicas: 0", 1),
+			field: "spec.replicas", message: "greater than or equal to 1",
+		},
+		{
+			name: "unknown engine", kind: "DatabaseCluster",
+			spec:  strings.Replace(dbcSpec, "postgres", "oracle", 1),
+			field: "spec.engine", message: `supported values: "postgres", "mysql", "custom"`,
+		},
+		{
+			name: "custom engine without image", kind: "DatabaseCluster",
+			spec:  strings.Replace(dbcSpec, "postgres", "custom", 1),
+			field: "spec.image", message: "image is required when engine is custom",
+		},
+		{
+			name: "storage size not a quantity", kind: "DatabaseCluster",
+			spec:  strings.Replace(dbcSpec, "size: 1Gi", "size: ten-gigs", 1),
+			field: "spec.storage.size", message: "should match",
+		},
+		{
+			name: "storage size zero", kind: "DatabaseCluster",
+			spec:  strings.Replace(dbcSpec, "size: 1Gi", `size: "0"`, 1),
+			field: "spec.storage.size", message: "size must be greater than zero",
+		},
+		{
+			name: "missing version", kind: "DatabaseCluster",
+			spec:  strings.Replace(dbcSpec, `  version: "16.4"`+"\n", "", 1),
+			field: "spec.version", message: "Required value",
+		},
+		{
+			name: "unknown failover mode", kind: "DatabaseCluster",
+			spec:  dbcSpec + "  primary:\n    failover: Sometimes\n",
+			field: "spec.primary.failover", message: `supported values: "Automatic", "Manual"`,
+		},
+		{
+			name: "unknown volume retention", kind: "DatabaseCluster",
+			spec:  dbcSpec + "    retentionPolicy:\n      whenDeleted: Keep\n",
+			field: "spec.storage.retentionPolicy.whenDeleted", message: `supported values: "Retain", "Delete"`,
+		},
+		{
+			name: "reserved pod label", kind: "DatabaseCluster",
+			spec:  dbcSpec + "  template:\n    labels:\n      dbfleet.io/role: primary\n",
+			field: "spec.template.labels", message: "labels under dbfleet.io/ are reserved",
+		},
+		{
+			name: "policy without resource selectors", kind: "PropagationPolicy",
+			spec:  "  resourceSelectors: []\n  placement: {}\n",
+			field: "spec.resourceSelectors", message: "should have at least 1 items",
+		},
+		{
+			name: "duplicated mixed with divided settings", kind: "PropagationPolicy",
+			spec: ppSelectors + `  placement:
+    replicaScheduling:
+      replicaSchedulingType: Duplicated
+      replicaDivisionPreference: Weighted
+`,
+			field: "spec.placement.replicaScheduling", message: "apply only to Divided scheduling, not Duplicated",
+		},
+		{
+			name: "static weight zero", kind: "PropagationPolicy",
+			spec: ppSelectors + `  placement:
+    replicaScheduling:
+      replicaSchedulingType: Divided
+      replicaDivisionPreference: Weighted
+      weightPreference:
+        staticWeightList:
+          - targetCluster: {clusterNames: [east]}
+            weight: 0
+`,
+			field: "spec.placement.replicaScheduling.weightPreference.staticWeightList[0].weight", message: "greater than or equal to 1",
+		},
+		{
+			name: "minGroups above maxGroups", kind: "PropagationPolicy",
+			spec: ppSelectors + `  placement:
+    spreadConstraints:
+      - spreadByField: region
+        minGroups: 3
+        maxGroups: 2
+`,
+			field: "spec.placement.spreadConstraints", message: "minGroups must not exceed maxGroups",
+		},
+		{
+			name: "spread by label", kind: "PropagationPolicy",
+			spec: ppSelectors + `  placement:
+    spreadConstraints:
+      - spreadByLabel: topology.example.com/rack
+        maxGroups: 2
+`,
+			field: "spec.placement.spreadConstraints", message: "spreadByLabel is not supported yet",
+		},
+		{
+			name: "spread by unknown field", kind: "PropagationPolicy",
+			spec: ppSelectors + `  placement:
+    spreadConstraints:
+      - spreadByField: country
+`,
+			field: "spec.placement.spreadConstraints[0].spreadByField", message: `supported values: "cluster", "region", "zone", "provider"`,
+		},
+		{
+			name: "same spread field twice", kind: "PropagationPolicy",
+			spec: ppSelectors + `  placement:
+    spreadConstraints:
+      - spreadByField: region
+      - spreadByField: region
+`,
+			field: "spec.placement.spreadConstraints", message: "each spreadByField may appear only once",
+		},
+		{
+			name: "affinity and affinities together", kind: "PropagationPolicy",
+			spec: ppSelectors + `  placement:
+    clusterAffinity: {clusterNames: [east]}
+    clusterAffinities:
+      - affinityName: main
+        clusterNames: [west]
+`,
+			field: "spec.placement", message: "clusterAffinity and clusterAffinities cannot both be set",
+		},
+		{
+			name: "field selector on an unknown field", kind: "PropagationPolicy",
+			spec: ppSelectors + `  placement:
+    clusterAffinity:
+      fieldSelector:
+        matchExpressions:
+          - {key: name, operator: In, values: [east]}
+`,
+			field: "spec.placement.clusterAffinity.fieldSelector", message: "key must be provider, region or zone",
+		},
+		{
+			name: "unknown dynamic weight", kind: "PropagationPolicy",
+			spec: ppSelectors + `  placement:
+    replicaScheduling:
+      replicaDivisionPreference: Weighted
+      weightPreference: {dynamicWeight: CPU}
+`,
+			field: "spec.placement.replicaScheduling.weightPreference.dynamicWeight", message: `supported values: "AvailableReplicas"`,
+		},
+		{
+			name: "namespace in a PropagationPolicy selector", kind: "PropagationPolicy",
+			spec:  "  resourceSelectors:\n    - {namespace: other, name: orders}\n  placement: {}\n",
+			field: "spec.resourceSelectors", message: "a PropagationPolicy selects only in its own namespace",
+		},
+		{
+			name: "unknown purge mode", kind: "PropagationPolicy",
+			spec:  ppSelectors + "  placement: {}\n  failover:\n    application:\n      purgeMode: Sometimes\n",
+			field: "spec.failover.application.purgeMode", message: `supported values: "Immediately", "Gracefully", "Never"`,
+		},
+		{
+			name: "grace period without graceful purge", kind: "PropagationPolicy",
+			spec:  ppSelectors + "  placement: {}\n  failover:\n    application:\n      purgeMode: Never\n      gracePeriodSeconds: 60\n",
+			field: "spec.failover.application.gracePeriodSeconds", message: "only when purgeMode is Gracefully",
+		},
+		{
+			name: "unknown scheduling type", kind: "ClusterPropagationPolicy",
+			spec:  ppSelectors + "  placement:\n    replicaScheduling:\n      replicaSchedulingType: Split\n",
+			field: "spec.placement.replicaScheduling.replicaSchedulingType", message: `supported values: "Duplicated", "Divided"`,
+		},
+		{
+			name: "weights with aggregated division", kind: "ClusterPropagationPolicy",
+			spec: ppSelectors + `  placement:
+    replicaScheduling:
+      replicaDivisionPreference: Aggregated
+      weightPreference: {dynamicWeight: AvailableReplicas}
+`,
+			field: "spec.placement.replicaScheduling.weightPreference", message: "only when replicaDivisionPreference is Weighted",
+		},
+		{
+			name: "PreferNoSchedule toleration", kind: "ClusterPropagationPolicy",
+			spec:  ppSelectors + "  placement:\n    clusterTolerations:\n      - {key: dedicated, operator: Exists, effect: PreferNoSchedule}\n",
+			field: "spec.placement.clusterTolerations", message: "PreferNoSchedule are not supported yet",
+		},
+		{
+			name: "unknown sync mode", kind: "MemberCluster",
+			spec:  "  region: us-east\n  syncMode: Both\n",
+			field: "spec.syncMode", message: `supported values: "Pull", "Push"`,
+		},
+		{
+			name: "push without kubeconfig", kind: "MemberCluster",
+			spec:  "  syncMode: Push\n",
+			field: "spec.kubeconfigSecretRef", message: "kubeconfigSecretRef is required when syncMode is Push",
+		},
+		{
+			name: "member taint PreferNoSchedule", kind: "MemberCluster",
+			spec:  "  taints:\n    - {key: dedicated, effect: PreferNoSchedule}\n",
+			field: "spec.taints", message: "must be NoSchedule or NoExecute",
+		},
+		{
+			name: "unknown member role", kind: "MemberDatabase",
+			spec:  mdbSpec + "  role: leader\n  epoch: 1\n",
+			field: "spec.role", message: `supported values: "primary", "replica"`,
+		},
+		{
+			name: "epoch zero", kind: "MemberDatabase",
+			spec:  mdbSpec + "  role: primary\n  epoch: 0\n",
+			field: "spec.epoch", message: "greater than or equal to 1",
+		},
+		{
+			name: "negative share", kind: "MemberDatabase",
+			spec:  strings.Replace(mdbSpec, "replicas: 1", "replicas: -1", 1) + "  role: replica\n  epoch: 1\n",
+			field: "spec.replicas", message: "greater than or equal to 0",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := object(t, tc.kind, uniqueName("bad"), tc.spec)
+			err := hub.Client.Create(ctx, obj, strict)
+			assertInvalid(t, err, tc.field, tc.message)
+		})
+	}
+}
+
+func TestMemberClusterNameMustFitItsNamespace(t *testing.T) {
+	obj := object(t, "MemberCluster", strings.Repeat("a", 57), "  region: us-east\n")
+	err := hub.Client.Create(context.Background(), obj, strict)
+	assertInvalid(t, err, "metadata.name", "at most 56 characters")
+}
+
+// assertInvalid checks that err is a 422 Invalid whose message names field and says message.
+func assertInvalid(t *testing.T, err error, field, message string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("accepted, want rejection naming %s", field)
+	}
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("got %v, want an Invalid (422) error naming %s", err, field)
+	}
+	if !strings.Contains(err.Error(), field+":") {
+		t.Errorf("error does not name field %s:\n%v", field, err)
+	}
+	if !strings.Contains(err.Error(), message) {
+		t.Errorf("error does not say %q:\n%v", message, err)
+	}
+}
