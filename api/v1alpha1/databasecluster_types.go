@@ -19,7 +19,7 @@ const (
 
 // DatabaseTemplate is what a member cluster needs to run its share of a database. DatabaseCluster
 // embeds it, and every MemberDatabase carries a copy.
-// +kubebuilder:validation:XValidation:rule="self.engine != 'custom' || (has(self.image) && self.image != '')",message="image is required when engine is custom",fieldPath=".image",reason="FieldValueRequired"
+// +kubebuilder:validation:XValidation:rule="self.engine != 'custom' || (has(self.image) && self.image.size() > 0)",message="image is required when engine is custom",fieldPath=".image",reason="FieldValueRequired"
 type DatabaseTemplate struct {
 	// Engine is the database engine: postgres, mysql or custom. It cannot change after creation.
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="engine is immutable"

@@ -123,7 +123,7 @@ type PropagationPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// +kubebuilder:validation:XValidation:rule="self.resourceSelectors.all(s, !has(s.namespace) || s.namespace == '')",message="resourceSelectors[].namespace must be empty: a PropagationPolicy selects only in its own namespace",fieldPath=".resourceSelectors"
+	// +kubebuilder:validation:XValidation:rule="self.resourceSelectors.all(s, !has(s.namespace) || s.namespace.size() == 0)",message="resourceSelectors[].namespace must be empty: a PropagationPolicy selects only in its own namespace",fieldPath=".resourceSelectors"
 	// +required
 	Spec PropagationSpec `json:"spec"`
 }
