@@ -1,0 +1,167 @@
+package placement
+
+import (
+	"fmt"
+	"slices"
+
+	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Field names a fieldSelector may use, as in Karmada.
+const (
+	fieldProvider = "provider"
+	fieldRegion   = "region"
+	fieldZone     = "zone"
+)
+
+// affinity is a ClusterAffinity compiled once per decision, so matching a cluster does no parsing
+// and no allocation. All its parts must match (Karmada's util.ClusterMatches).
+type affinity struct {
+	// path names the field in messages: "clusterAffinity" or "clusterAffinities[name]".
+	path     string
+	names    nameSet // empty: any name
+	exclude  nameSet
+	selector labels.Selector // nil: any labels
+	fields   []fieldRequirement
+	// messages, built once so exclusions share them.
+	msgExcluded, msgNotNamed, msgLabels, msgFields string
+}
+
+type fieldRequirement struct {
+	field  string
+	op     corev1.NodeSelectorOperator
+	values []string
+}
+
+// compileAffinity turns a ClusterAffinity into a matcher. A nil affinity matches every cluster.
+func compileAffinity(a *policyv1alpha1.ClusterAffinity, path string) (*affinity, error) {
+	m := &affinity{
+		path:        path,
+		msgExcluded: "listed in " + path + ".exclude",
+		msgNotNamed: "not listed in " + path + ".clusterNames",
+		msgLabels:   "labels do not match " + path + ".labelSelector",
+		msgFields:   "provider, region or zone does not match " + path + ".fieldSelector",
+	}
+	if a == nil {
+		return m, nil
+	}
+	m.names = newNameSet(a.ClusterNames)
+	m.exclude = newNameSet(a.ExcludeClusters)
+	if a.LabelSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(a.LabelSelector)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s.labelSelector: %w", ErrInvalidPlacement, path, err)
+		}
+		if !sel.Empty() {
+			m.selector = sel
+		}
+	}
+	if a.FieldSelector != nil {
+		for i, e := range a.FieldSelector.MatchExpressions {
+			req, err := compileFieldRequirement(e)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s.fieldSelector.matchExpressions[%d]: %w", ErrInvalidPlacement, path, i, err)
+			}
+			m.fields = append(m.fields, req)
+		}
+	}
+	return m, nil
+}
+
+func compileFieldRequirement(e corev1.NodeSelectorRequirement) (fieldRequirement, error) {
+	switch e.Key {
+	case fieldProvider, fieldRegion, fieldZone:
+	default:
+		return fieldRequirement{}, fmt.Errorf("key %q is not supported: use provider, region or zone", e.Key)
+	}
+	switch e.Operator {
+	case corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn:
+		if len(e.Values) == 0 {
+			return fieldRequirement{}, fmt.Errorf("operator %s needs at least one value", e.Operator)
+		}
+	case corev1.NodeSelectorOpExists, corev1.NodeSelectorOpDoesNotExist:
+	default:
+		return fieldRequirement{}, fmt.Errorf("operator %q is not supported: use In or NotIn", e.Operator)
+	}
+	return fieldRequirement{field: e.Key, op: e.Operator, values: e.Values}, nil
+}
+
+// match reports whether the cluster satisfies the affinity and, when not, why.
+func (m *affinity) match(c *Cluster) (bool, string) {
+	if m.exclude.has(c.Name) {
+		return false, m.msgExcluded
+	}
+	if !m.names.empty() && !m.names.has(c.Name) {
+		return false, m.msgNotNamed
+	}
+	if m.selector != nil && !m.selector.Matches(labels.Set(c.Labels)) {
+		return false, m.msgLabels
+	}
+	for i := range m.fields {
+		if !m.fields[i].matches(c) {
+			return false, m.msgFields
+		}
+	}
+	return true, ""
+}
+
+// matches treats a field like a label: an empty field is an absent label.
+func (r *fieldRequirement) matches(c *Cluster) bool {
+	v := clusterField(c, r.field)
+	switch r.op {
+	case corev1.NodeSelectorOpIn:
+		return v != "" && slices.Contains(r.values, v)
+	case corev1.NodeSelectorOpNotIn:
+		return v == "" || !slices.Contains(r.values, v)
+	case corev1.NodeSelectorOpExists:
+		return v != ""
+	default: // DoesNotExist
+		return v == ""
+	}
+}
+
+func clusterField(c *Cluster, field string) string {
+	switch field {
+	case fieldProvider:
+		return c.Provider
+	case fieldRegion:
+		return c.Region
+	case fieldZone:
+		return c.Zone
+	default:
+		return c.Name
+	}
+}
+
+// nameSet answers membership in a list of cluster names: a scan for short lists, a map for long
+// ones, so a clusterNames list of thousands does not make matching quadratic.
+type nameSet struct {
+	list []string
+	set  map[string]struct{}
+}
+
+const nameSetScanLimit = 16
+
+func newNameSet(names []string) nameSet {
+	if len(names) <= nameSetScanLimit {
+		return nameSet{list: names}
+	}
+	set := make(map[string]struct{}, len(names))
+	for _, n := range names {
+		set[n] = struct{}{}
+	}
+	return nameSet{set: set}
+}
+
+func (s nameSet) empty() bool { return len(s.list) == 0 && len(s.set) == 0 }
+
+func (s nameSet) has(name string) bool {
+	if s.set != nil {
+		_, ok := s.set[name]
+		return ok
+	}
+	return slices.Contains(s.list, name)
+}

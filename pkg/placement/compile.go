@@ -1,0 +1,136 @@
+package placement
+
+import (
+	"fmt"
+	"strconv"
+
+	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// compiled is a Placement checked and turned into matchers once per decision.
+type compiled struct {
+	strat  strategy
+	spread spreadSpec
+	// terms are the cluster affinities to try in order: clusterAffinities, or the single
+	// clusterAffinity (nil matching every cluster).
+	terms   []term
+	statics []staticRule
+}
+
+type term struct {
+	name string // clusterAffinities[].affinityName; empty for clusterAffinity
+	aff  *affinity
+}
+
+// staticRule is one staticWeightList entry.
+type staticRule struct {
+	target *affinity
+	weight int64
+}
+
+// Validate reports whether the engine supports every field of the placement. The hub and
+// `hub plan` call it to reject policies with a message naming the field; Schedule calls it too.
+func Validate(p *policyv1alpha1.Placement) error {
+	_, err := compile(p)
+	return err
+}
+
+func compile(p *policyv1alpha1.Placement) (*compiled, error) {
+	c := &compiled{strat: resolveStrategy(p)}
+	if err := checkReplicaScheduling(p.ReplicaScheduling); err != nil {
+		return nil, err
+	}
+	if err := checkTolerations(p.ClusterTolerations); err != nil {
+		return nil, err
+	}
+	spread, err := compileSpread(p)
+	if err != nil {
+		return nil, err
+	}
+	c.spread = spread
+
+	if p.ClusterAffinity != nil && len(p.ClusterAffinities) > 0 {
+		return nil, fmt.Errorf("%w: clusterAffinity and clusterAffinities cannot both be set", ErrInvalidPlacement)
+	}
+	if len(p.ClusterAffinities) == 0 {
+		aff, err := compileAffinity(p.ClusterAffinity, "clusterAffinity")
+		if err != nil {
+			return nil, err
+		}
+		c.terms = []term{{aff: aff}}
+	}
+	seen := map[string]bool{}
+	for i := range p.ClusterAffinities {
+		t := &p.ClusterAffinities[i]
+		if t.AffinityName == "" || seen[t.AffinityName] {
+			return nil, fmt.Errorf("%w: clusterAffinities[%d].affinityName must be set and unique", ErrInvalidPlacement, i)
+		}
+		seen[t.AffinityName] = true
+		aff, err := compileAffinity(&t.ClusterAffinity, "clusterAffinities["+t.AffinityName+"]")
+		if err != nil {
+			return nil, err
+		}
+		c.terms = append(c.terms, term{name: t.AffinityName, aff: aff})
+	}
+
+	if c.strat == staticWeight && p.ReplicaScheduling.WeightPreference != nil {
+		for i := range p.ReplicaScheduling.WeightPreference.StaticWeightList {
+			w := &p.ReplicaScheduling.WeightPreference.StaticWeightList[i]
+			path := "replicaScheduling.weightPreference.staticWeightList[" + strconv.Itoa(i) + "]"
+			if w.Weight < 1 {
+				return nil, fmt.Errorf("%w: %s.weight must be at least 1", ErrInvalidPlacement, path)
+			}
+			aff, err := compileAffinity(&w.TargetCluster, path+".targetCluster")
+			if err != nil {
+				return nil, err
+			}
+			c.statics = append(c.statics, staticRule{target: aff, weight: w.Weight})
+		}
+	}
+	return c, nil
+}
+
+func checkReplicaScheduling(rs *policyv1alpha1.ReplicaSchedulingStrategy) error {
+	if rs == nil {
+		return nil
+	}
+	switch rs.ReplicaSchedulingType {
+	case "", policyv1alpha1.ReplicaSchedulingTypeDivided, policyv1alpha1.ReplicaSchedulingTypeDuplicated:
+	default:
+		return fmt.Errorf("%w: replicaScheduling.replicaSchedulingType %q is not supported: use Duplicated or Divided", ErrInvalidPlacement, rs.ReplicaSchedulingType)
+	}
+	switch rs.ReplicaDivisionPreference {
+	case "", policyv1alpha1.ReplicaDivisionPreferenceWeighted, policyv1alpha1.ReplicaDivisionPreferenceAggregated:
+	default:
+		return fmt.Errorf("%w: replicaScheduling.replicaDivisionPreference %q is not supported: use Weighted or Aggregated", ErrInvalidPlacement, rs.ReplicaDivisionPreference)
+	}
+	if wp := rs.WeightPreference; wp != nil {
+		switch wp.DynamicWeight {
+		case "", policyv1alpha1.DynamicWeightByAvailableReplicas:
+		default:
+			return fmt.Errorf("%w: replicaScheduling.weightPreference.dynamicWeight %q is not supported: use AvailableReplicas", ErrInvalidPlacement, wp.DynamicWeight)
+		}
+	}
+	return nil
+}
+
+func checkTolerations(ts []corev1.Toleration) error {
+	for i, t := range ts {
+		path := "clusterTolerations[" + strconv.Itoa(i) + "]"
+		switch t.Operator {
+		case "", corev1.TolerationOpEqual, corev1.TolerationOpExists:
+		default:
+			return fmt.Errorf("%w: %s.operator %q is not supported: use Equal or Exists", ErrInvalidPlacement, path, t.Operator)
+		}
+		switch t.Effect {
+		case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectNoExecute:
+		default:
+			return fmt.Errorf("%w: %s.effect %q is not supported: use NoSchedule or NoExecute", ErrInvalidPlacement, path, t.Effect)
+		}
+		if t.Key == "" && t.Operator != corev1.TolerationOpExists {
+			return fmt.Errorf("%w: %s: an empty key needs operator Exists", ErrInvalidPlacement, path)
+		}
+	}
+	return nil
+}

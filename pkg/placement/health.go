@@ -1,0 +1,172 @@
+package placement
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dbfleet/dbfleet/api/v1alpha1"
+)
+
+// eligibility is what a cluster's taints and readiness allow, independent of affinity.
+type eligibility uint8
+
+const (
+	// eligible clusters may gain replicas.
+	eligible eligibility = iota
+	// holdOnly clusters keep at most their previous share and gain nothing: they are unready,
+	// carry an untolerated NoSchedule taint, or are counting down a NoExecute toleration.
+	holdOnly
+	// ineligible clusters get nothing: an untolerated or expired NoExecute taint evicts them, and a
+	// cluster without a previous share that could only hold gets nothing either.
+	ineligible
+)
+
+// verdict is the outcome of judgeHealth, with the reason shown when the cluster ends up without
+// a share.
+type verdict struct {
+	elig            eligibility
+	reason, message string
+	// evicting is set while a NoExecute toleration counts down: the cluster still holds its
+	// share, but it is on its way out and no place for the primary.
+	evicting bool
+}
+
+// judgeHealth applies Karmada's taint semantics plus readiness. NoExecute wins over NoSchedule,
+// which wins over readiness, so the reported reason is the strongest one.
+func judgeHealth(c *Cluster, hasPrevious bool, tolerations []corev1.Toleration, now time.Time, texts *taintTexts) verdict {
+	var hold verdict
+	hold.elig = eligible
+	for i := range c.Taints {
+		taint := &c.Taints[i]
+		if taint.Effect != corev1.TaintEffectNoExecute {
+			continue
+		}
+		tolerated, seconds := noExecuteToleration(taint, tolerations)
+		if !tolerated {
+			return verdict{elig: ineligible, reason: texts.reason(taint), message: texts.untolerated(taint)}
+		}
+		if seconds == nil {
+			continue // tolerated forever
+		}
+		added := now // a taint without timeAdded has just been observed: its countdown starts now
+		if taint.TimeAdded != nil {
+			added = taint.TimeAdded.Time
+		}
+		deadline := added.Add(time.Duration(*seconds) * time.Second)
+		if *seconds <= 0 || !now.Before(deadline) {
+			return verdict{elig: ineligible, reason: texts.reason(taint),
+				message: "toleration of " + taint.ToString() + " expired at " + deadline.UTC().Format(time.RFC3339)}
+		}
+		if hold.elig == eligible {
+			hold = verdict{elig: holdOnly, reason: texts.reason(taint), evicting: true,
+				message: "evicted at " + deadline.UTC().Format(time.RFC3339) + " by " + taint.ToString() + "; gets no new replicas"}
+		}
+	}
+	if hold.elig == eligible {
+		for i := range c.Taints {
+			taint := &c.Taints[i]
+			if taint.Effect == corev1.TaintEffectNoSchedule && !anyTolerates(tolerations, taint) {
+				hold = verdict{elig: holdOnly, reason: texts.reason(taint), message: texts.untolerated(taint)}
+				break
+			}
+		}
+	}
+	if hold.elig == eligible && !c.Ready {
+		hold = verdict{elig: holdOnly, reason: ReasonNotReady, message: "cluster is not Ready"}
+	}
+	if hold.elig == holdOnly && !hasPrevious {
+		hold.elig = ineligible
+	}
+	return hold
+}
+
+// noExecuteToleration finds whether the taint is tolerated and for how long: the shortest
+// tolerationSeconds among the matching tolerations, nil meaning forever (the Kubernetes taint
+// manager's rule).
+func noExecuteToleration(taint *corev1.Taint, tolerations []corev1.Toleration) (bool, *int64) {
+	tolerated := false
+	var shortest *int64
+	for i := range tolerations {
+		t := &tolerations[i]
+		if !tolerates(t, taint) {
+			continue
+		}
+		tolerated = true
+		if t.TolerationSeconds != nil && (shortest == nil || *t.TolerationSeconds < *shortest) {
+			shortest = t.TolerationSeconds
+		}
+	}
+	return tolerated, shortest
+}
+
+func anyTolerates(tolerations []corev1.Toleration, taint *corev1.Taint) bool {
+	for i := range tolerations {
+		if tolerates(&tolerations[i], taint) {
+			return true
+		}
+	}
+	return false
+}
+
+// tolerates is corev1.Toleration.ToleratesTaint without the numeric operators, which cluster
+// tolerations do not support (Validate rejects them).
+func tolerates(t *corev1.Toleration, taint *corev1.Taint) bool {
+	if t.Effect != "" && t.Effect != taint.Effect {
+		return false
+	}
+	if t.Key != "" && t.Key != taint.Key {
+		return false
+	}
+	switch t.Operator {
+	case "", corev1.TolerationOpEqual:
+		return t.Value == taint.Value
+	case corev1.TolerationOpExists:
+		return true
+	default:
+		return false
+	}
+}
+
+// taintTexts builds the reason and message of each distinct taint once per decision, so a fleet
+// of unreachable clusters shares two strings instead of allocating two per cluster.
+type taintTexts struct {
+	reasons, messages map[taintKey]string
+}
+
+type taintKey struct {
+	key, value string
+	effect     corev1.TaintEffect
+}
+
+func (t *taintTexts) reason(taint *corev1.Taint) string {
+	switch taint.Key {
+	case v1alpha1.TaintClusterUnreachable:
+		return ReasonUnreachable
+	case v1alpha1.TaintClusterNotReady:
+		return ReasonNotReadyTaint
+	}
+	k := taintKey{taint.Key, taint.Value, taint.Effect}
+	if s, ok := t.reasons[k]; ok {
+		return s
+	}
+	if t.reasons == nil {
+		t.reasons = map[taintKey]string{}
+	}
+	s := "untolerated taint " + taint.ToString()
+	t.reasons[k] = s
+	return s
+}
+
+func (t *taintTexts) untolerated(taint *corev1.Taint) string {
+	k := taintKey{taint.Key, taint.Value, taint.Effect}
+	if s, ok := t.messages[k]; ok {
+		return s
+	}
+	if t.messages == nil {
+		t.messages = map[taintKey]string{}
+	}
+	s := "taint " + taint.ToString() + " is not tolerated by clusterTolerations"
+	t.messages[k] = s
+	return s
+}

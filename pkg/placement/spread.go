@@ -1,0 +1,284 @@
+package placement
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+)
+
+// spreadSpec is the placement's spreadConstraints, compiled.
+type spreadSpec struct {
+	// selects is false when no constraint selects clusters: none are given, or Karmada ignores
+	// them because static weights decide (spreadIgnored).
+	selects bool
+	// clusterMin and clusterMax bound the number of chosen clusters; clusterMax 0 means no bound.
+	clusterMin, clusterMax int
+	// topology holds the provider, region and zone constraints, coarsest first.
+	topology []topologyConstraint
+}
+
+type topologyConstraint struct {
+	field    string
+	min, max int // max 0 means no bound
+	// missing is the reason given to clusters that leave the field empty.
+	missing string
+}
+
+// compileSpread reads spreadConstraints with Karmada's defaults: an empty spreadByField is
+// "cluster" and minGroups 0 is 1. maxGroups 0 (unset) means no upper bound. Without a cluster
+// constraint the number of clusters is not bounded.
+func compileSpread(p *policyv1alpha1.Placement) (spreadSpec, error) {
+	spec := spreadSpec{clusterMin: 1}
+	seen := map[policyv1alpha1.SpreadFieldValue]bool{}
+	var byField [3]*topologyConstraint // provider, region, zone
+	for i, c := range p.SpreadConstraints {
+		path := "spreadConstraints[" + strconv.Itoa(i) + "]"
+		if c.SpreadByLabel != "" {
+			return spec, fmt.Errorf("%w: %s.spreadByLabel is not supported: use spreadByField", ErrInvalidPlacement, path)
+		}
+		if c.MinGroups < 0 || c.MaxGroups < 0 {
+			return spec, fmt.Errorf("%w: %s: minGroups and maxGroups must not be negative", ErrInvalidPlacement, path)
+		}
+		if c.MaxGroups > 0 && c.MinGroups > c.MaxGroups {
+			return spec, fmt.Errorf("%w: %s: minGroups %d exceeds maxGroups %d", ErrInvalidPlacement, path, c.MinGroups, c.MaxGroups)
+		}
+		field := c.SpreadByField
+		if field == "" {
+			field = policyv1alpha1.SpreadByFieldCluster
+		}
+		if seen[field] {
+			return spec, fmt.Errorf("%w: %s: spreadByField %q appears more than once", ErrInvalidPlacement, path, field)
+		}
+		seen[field] = true
+		minGroups := max(c.MinGroups, 1)
+		switch field {
+		case policyv1alpha1.SpreadByFieldCluster:
+			spec.clusterMin, spec.clusterMax = minGroups, c.MaxGroups
+		case policyv1alpha1.SpreadByFieldProvider:
+			byField[0] = &topologyConstraint{field: fieldProvider, min: minGroups, max: c.MaxGroups, missing: ReasonMissingProvider}
+		case policyv1alpha1.SpreadByFieldRegion:
+			byField[1] = &topologyConstraint{field: fieldRegion, min: minGroups, max: c.MaxGroups, missing: ReasonMissingRegion}
+		case policyv1alpha1.SpreadByFieldZone:
+			byField[2] = &topologyConstraint{field: fieldZone, min: minGroups, max: c.MaxGroups, missing: ReasonMissingZone}
+		default:
+			return spec, fmt.Errorf("%w: %s.spreadByField %q is not supported: use cluster, region, zone or provider", ErrInvalidPlacement, path, field)
+		}
+	}
+	for _, t := range byField {
+		if t != nil {
+			spec.topology = append(spec.topology, *t)
+		}
+	}
+	spec.selects = len(p.SpreadConstraints) > 0 && !spreadIgnored(p)
+	return spec, nil
+}
+
+// missingField returns the reason for a cluster that lacks a field a constraint spreads by, or "".
+// It applies even when the constraints do not select, as Karmada's filter plugin does.
+func (s *spreadSpec) missingField(c *Cluster) string {
+	for i := range s.topology {
+		if clusterField(c, s.topology[i].field) == "" {
+			return s.topology[i].missing
+		}
+	}
+	return ""
+}
+
+// selection is the state of one run of selectBySpread.
+type selection struct {
+	chosen   []int32
+	capacity int64
+	groups   []map[string]struct{} // per topology constraint, the values chosen so far
+}
+
+// selectBySpread chooses the clusters the spread constraints allow, from cands (node indexes in
+// name order). It returns them in name order, or a problem when the constraints cannot be met.
+//
+// Clusters are ranked as Karmada's scheduler ranks them: clusters holding replicas first (Karmada's
+// ClusterLocality score), then by the replicas they can hold, then by name. Then:
+//  0. clusters holding replicas are kept, as far as every maxGroups allows;
+//  1. the best-ranked clusters that add a group still below its minGroups are taken, never
+//     exceeding any maxGroups, until every minGroups is met: like Karmada, the fewest groups;
+//  2. clusters inside the chosen groups are added until the cluster maxGroups;
+//  3. when the clusters are still fewer than the cluster minGroups, or a capacity-bound strategy
+//     needs more room than they have, clusters in further groups are added (within maxGroups),
+//     and those groups are filled as in 2;
+//  4. without topology constraints, a full set still short of room swaps its lowest-ranked
+//     clusters for bigger ones (Karmada's selectClustersByAvailableResource).
+//
+// need is the replicas the chosen clusters should be able to hold, or -1 when capacity does not
+// matter.
+func (s *scheduler) selectBySpread(cands []int32, need int64) ([]int32, string) {
+	spec := &s.spread
+	ranked := slices.Clone(cands)
+	slices.SortFunc(ranked, s.rankOrder)
+
+	sel := selection{chosen: make([]int32, 0, len(ranked)), groups: make([]map[string]struct{}, len(spec.topology))}
+	for i := range sel.groups {
+		sel.groups[i] = map[string]struct{}{}
+	}
+	taken := make([]bool, len(ranked))
+	full := func() bool { return spec.clusterMax > 0 && len(sel.chosen) >= spec.clusterMax }
+	take := func(r int) {
+		taken[r] = true
+		n := ranked[r]
+		sel.chosen = append(sel.chosen, n)
+		sel.capacity += s.nodes[n].capacity()
+		for i := range spec.topology {
+			sel.groups[i][clusterField(s.nodes[n].c, spec.topology[i].field)] = struct{}{}
+		}
+	}
+	// opens reports whether the cluster adds a group below minGroups, and whether it stays within
+	// every maxGroups.
+	opens := func(n int32) (useful, allowed bool) {
+		allowed = true
+		for i := range spec.topology {
+			t := &spec.topology[i]
+			if _, ok := sel.groups[i][clusterField(s.nodes[n].c, t.field)]; ok {
+				continue
+			}
+			if len(sel.groups[i]) < t.min {
+				useful = true
+			}
+			if t.max > 0 && len(sel.groups[i]) >= t.max {
+				allowed = false
+			}
+		}
+		return useful, allowed
+	}
+
+	// 0. Keep the clusters holding replicas, as far as the maxima allow: moving replicas only
+	// to satisfy a preference for fewer groups would break stability.
+	for r, n := range ranked {
+		if s.nodes[n].prev == 0 || full() {
+			break // holders rank first
+		}
+		if _, allowed := opens(n); allowed {
+			take(r)
+		}
+	}
+	// 1. Meet every minGroups with the best-ranked clusters.
+	for r, n := range ranked {
+		if full() {
+			break
+		}
+		useful, allowed := opens(n)
+		if !taken[r] && useful && allowed {
+			take(r)
+		}
+	}
+	for i := range spec.topology {
+		if t := &spec.topology[i]; len(sel.groups[i]) < t.min {
+			return nil, s.groupShortfall(cands, t, len(sel.groups[i]))
+		}
+	}
+	// 2. Fill the chosen groups.
+	fill := func() {
+		for r, n := range ranked {
+			if full() {
+				break
+			}
+			if !taken[r] && s.withinGroups(&sel, n) {
+				take(r)
+			}
+		}
+	}
+	fill()
+	// 3. Open more groups when clusters or room are short, and fill them too, so that choosing
+	// again from the chosen clusters gives the same clusters.
+	short := func() bool { return len(sel.chosen) < spec.clusterMin || (need >= 0 && sel.capacity < need) }
+	opened := false
+	for r, n := range ranked {
+		if !short() || full() {
+			break
+		}
+		if _, allowed := opens(n); !taken[r] && allowed {
+			take(r)
+			opened = true
+		}
+	}
+	if opened {
+		fill()
+	}
+	// 4. Swap for room.
+	if need >= 0 && sel.capacity < need && len(spec.topology) == 0 {
+		s.swapForRoom(&sel, ranked, taken, need)
+	}
+	if len(sel.chosen) < spec.clusterMin {
+		return nil, fmt.Sprintf("spreadConstraints need at least %d clusters and only %d qualify", spec.clusterMin, len(sel.chosen))
+	}
+	slices.Sort(sel.chosen)
+	return sel.chosen, ""
+}
+
+// rankOrder ranks clusters for selection: holders of replicas first, bigger shares first (so a
+// tightened constraint moves as few replicas as possible), then more room, then name.
+func (s *scheduler) rankOrder(a, b int32) int {
+	na, nb := &s.nodes[a], &s.nodes[b]
+	if na.prev != nb.prev {
+		if na.prev > nb.prev {
+			return -1
+		}
+		return 1
+	}
+	if ca, cb := na.capacity(), nb.capacity(); ca != cb {
+		if ca > cb {
+			return -1
+		}
+		return 1
+	}
+	return int(a) - int(b)
+}
+
+func (s *scheduler) withinGroups(sel *selection, n int32) bool {
+	for i := range s.spread.topology {
+		if _, ok := sel.groups[i][clusterField(s.nodes[n].c, s.spread.topology[i].field)]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// swapForRoom replaces chosen clusters, lowest-ranked first, by the unchosen cluster with the most
+// room when that is more, until the room suffices. Clusters holding replicas are never swapped
+// out: moving their replicas is what stability forbids.
+func (s *scheduler) swapForRoom(sel *selection, ranked []int32, taken []bool, need int64) {
+	pos := make(map[int32]int, len(ranked))
+	for r, n := range ranked {
+		pos[n] = r
+	}
+	for j := len(sel.chosen) - 1; j >= 0 && sel.capacity < need; j-- {
+		out := sel.chosen[j]
+		if s.nodes[out].prev > 0 {
+			continue
+		}
+		best, bestRoom := -1, s.nodes[out].capacity()
+		for r, n := range ranked {
+			if !taken[r] && s.nodes[n].capacity() > bestRoom {
+				best, bestRoom = r, s.nodes[n].capacity()
+			}
+		}
+		if best < 0 {
+			continue
+		}
+		taken[pos[out]] = false
+		taken[best] = true
+		sel.capacity += bestRoom - s.nodes[out].capacity()
+		sel.chosen[j] = ranked[best]
+	}
+}
+
+// groupShortfall explains an unmet minGroups.
+func (s *scheduler) groupShortfall(cands []int32, t *topologyConstraint, chosen int) string {
+	distinct := map[string]struct{}{}
+	for _, n := range cands {
+		distinct[clusterField(s.nodes[n].c, t.field)] = struct{}{}
+	}
+	noun := t.field + "s"
+	if len(distinct) < t.min {
+		return fmt.Sprintf("spreadConstraints need at least %d %s and they span %d", t.min, noun, len(distinct))
+	}
+	return fmt.Sprintf("spreadConstraints need at least %d %s and only %d can be chosen within the other constraints", t.min, noun, chosen)
+}

@@ -1,0 +1,132 @@
+package placement
+
+import (
+	"math"
+	"math/bits"
+)
+
+// party is one cluster in a divisor-method apportionment.
+type party struct {
+	// node is the cluster's index in name order; it breaks the last ties, so results never
+	// depend on input order.
+	node int32
+	// weight is the cluster's votes; parties with weight 0 never get a seat.
+	weight int64
+	// limit is the most seats the party may get.
+	limit int32
+	// favoured seats are the first ones the party held in the previous decision: on an exact tie
+	// they go first, so an unchanged input reproduces the previous decision.
+	favoured int32
+	// seats is the result.
+	seats int32
+}
+
+// apportion hands out `seats` seats one at a time by the Webster (Sainte-Laguë) method: the next
+// seat goes to the party with the highest weight/(2*seats+1), never beyond its limit. Ties go to a
+// favoured seat, then to the party with fewer seats (Karmada's rule: small clusters first helps
+// high availability), then to the earlier name.
+//
+// Because every party's seats are ranked by one fixed total order that does not depend on the
+// number of seats, the result for n+1 seats is the result for n seats plus one seat (house
+// monotonicity), and removing a party leaves the others' relative order intact (uniformity).
+// It returns how many seats were placed: fewer than asked only when the limits are exhausted.
+func apportion(parties []party, seats int64) int64 {
+	h := partyHeap{parties: parties, order: make([]int32, 0, len(parties))}
+	for i := range parties {
+		parties[i].seats = 0
+		if parties[i].weight > 0 && parties[i].limit > 0 {
+			h.order = append(h.order, int32(i))
+		}
+	}
+	h.init()
+	placed := int64(0)
+	for ; placed < seats && len(h.order) > 0; placed++ {
+		top := &parties[h.order[0]]
+		top.seats++
+		if top.seats >= top.limit {
+			h.removeTop()
+		} else {
+			h.down(0)
+		}
+	}
+	return placed
+}
+
+// partyHeap is a binary max-heap, by nextFirst, of indexes into parties. It is written out rather
+// than using container/heap so that the hot loop neither allocates nor calls through interfaces.
+type partyHeap struct {
+	parties []party
+	order   []int32
+}
+
+func (h *partyHeap) init() {
+	for i := len(h.order)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+func (h *partyHeap) before(i, j int) bool {
+	return nextFirst(&h.parties[h.order[i]], &h.parties[h.order[j]])
+}
+
+func (h *partyHeap) down(i int) {
+	n := len(h.order)
+	for {
+		best := i
+		if l := 2*i + 1; l < n && h.before(l, best) {
+			best = l
+		}
+		if r := 2*i + 2; r < n && h.before(r, best) {
+			best = r
+		}
+		if best == i {
+			return
+		}
+		h.order[i], h.order[best] = h.order[best], h.order[i]
+		i = best
+	}
+}
+
+func (h *partyHeap) removeTop() {
+	last := len(h.order) - 1
+	h.order[0] = h.order[last]
+	h.order = h.order[:last]
+	h.down(0)
+}
+
+// nextFirst reports whether a's next seat comes before b's.
+func nextFirst(a, b *party) bool {
+	// Compare a.weight/(2*a.seats+1) with b.weight/(2*b.seats+1) exactly, in 128 bits.
+	if c := cmpProducts(uint64(a.weight), uint64(2*int64(b.seats)+1), uint64(b.weight), uint64(2*int64(a.seats)+1)); c != 0 {
+		return c > 0
+	}
+	if af, bf := a.seats < a.favoured, b.seats < b.favoured; af != bf {
+		return af
+	}
+	if a.seats != b.seats {
+		return a.seats < b.seats
+	}
+	return a.node < b.node
+}
+
+// cmpProducts compares x1*y1 with x2*y2 without overflow.
+func cmpProducts(x1, y1, x2, y2 uint64) int {
+	h1, l1 := bits.Mul64(x1, y1)
+	h2, l2 := bits.Mul64(x2, y2)
+	switch {
+	case h1 != h2:
+		if h1 > h2 {
+			return 1
+		}
+		return -1
+	case l1 != l2:
+		if l1 > l2 {
+			return 1
+		}
+		return -1
+	}
+	return 0
+}
+
+// noLimit is the limit of a party that capacity does not bound.
+const noLimit = math.MaxInt32
