@@ -36,6 +36,7 @@ generate: ## Generate deepcopy code for api/.
 .PHONY: manifests
 manifests: ## Generate the CRDs into deploy/crds.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:dir=deploy/crds
+	$(GO) run ./hack/crdbounds deploy/crds
 
 .PHONY: verify-generated
 verify-generated: generate manifests ## Fail when generated files are out of date.

@@ -15,11 +15,16 @@ mkdir -p "$cache" "$out"
 
 log() { printf '[k8s-bins %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-# build NAME TOOLSDIR PACKAGE: builds PACKAGE in hack/tools/TOOLSDIR into the cache as NAME.
+# The Kubernetes binaries report their version from ldflags, as the release build sets them.
+k8s_version="$(cd "$root/hack/tools/k8s" && go list -m -f '{{.Version}}' k8s.io/kubernetes)"
+k8s_minor="$(echo "$k8s_version" | cut -d. -f2)"
+k8s_ldflags="-X k8s.io/component-base/version.gitVersion=$k8s_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$k8s_minor -X k8s.io/component-base/version.gitTreeState=clean"
+
+# build NAME TOOLSDIR PACKAGE [LDFLAGS]: builds PACKAGE in hack/tools/TOOLSDIR into the cache as NAME.
 build() {
-	local name="$1" dir="$root/hack/tools/$2" pkg="$3"
+	local name="$1" dir="$root/hack/tools/$2" pkg="$3" ldflags="${4:-}"
 	local key
-	key="$(cat "$dir/go.mod" "$dir/go.sum" | sha256sum | cut -c1-16)"
+	key="$( (cat "$dir/go.mod" "$dir/go.sum"; echo "$ldflags") | sha256sum | cut -c1-16)"
 	local target="$cache/$name-$key"
 	if [[ -x "$target" ]]; then
 		log "$name: cached ($target)"
@@ -27,18 +32,20 @@ build() {
 		log "$name: building $pkg (a cold build of the Kubernetes binaries takes about 11 minutes on 2 cores)"
 		local start=$SECONDS
 		# Build into a temporary name first so an interrupted build never looks cached.
-		(cd "$dir" && CGO_ENABLED=0 go build -trimpath -o "$target.tmp" "$pkg")
+		(cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$target.tmp" "$pkg")
 		mv "$target.tmp" "$target"
 		log "$name: built in $((SECONDS - start))s"
+		# Older builds of the same binary are dead weight once a new one exists.
+		find "$cache" -maxdepth 1 -name "$name-*" ! -name "$(basename "$target")" -delete
 	fi
 	ln -sfn "$target" "$out/$name"
 }
 
 build etcd etcd go.etcd.io/etcd/server/v3
 build kwok kwok sigs.k8s.io/kwok/cmd/kwok
-build kube-apiserver k8s k8s.io/kubernetes/cmd/kube-apiserver
-build kube-controller-manager k8s k8s.io/kubernetes/cmd/kube-controller-manager
-build kube-scheduler k8s k8s.io/kubernetes/cmd/kube-scheduler
+build kube-apiserver k8s k8s.io/kubernetes/cmd/kube-apiserver "$k8s_ldflags"
+build kube-controller-manager k8s k8s.io/kubernetes/cmd/kube-controller-manager "$k8s_ldflags"
+build kube-scheduler k8s k8s.io/kubernetes/cmd/kube-scheduler "$k8s_ldflags"
 
 # kwok's stage files (fake nodes become Ready, pods become Running/Ready) come from its module.
 kwokdir="$(cd "$root/hack/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"

@@ -270,6 +270,10 @@ type DatabaseClusterStatus struct {
 	// Ready is "readyReplicas/replicas", for kubectl.
 	// +optional
 	Ready string `json:"ready,omitempty"`
+	// Clusters lists the clusters holding a share, comma-separated, for kubectl (a printer column
+	// can show only one element of a list).
+	// +optional
+	Clusters string `json:"clusters,omitempty"`
 	// Policy is the policy that placed this DatabaseCluster.
 	// +optional
 	Policy *PolicyReference `json:"policy,omitempty"`
@@ -294,7 +298,7 @@ type DatabaseClusterStatus struct {
 // +kubebuilder:resource:shortName=dbc,categories=dbfleet
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.ready`
 // +kubebuilder:printcolumn:name="Primary",type=string,JSONPath=`.status.primary.cluster`
-// +kubebuilder:printcolumn:name="Clusters",type=string,JSONPath=`.status.placements[*].cluster`
+// +kubebuilder:printcolumn:name="Clusters",type=string,JSONPath=`.status.clusters`
 // +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
 // +kubebuilder:printcolumn:name="Engine",type=string,JSONPath=`.spec.engine`,priority=1
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.version`,priority=1

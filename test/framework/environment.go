@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -14,12 +15,13 @@ import (
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 )
 
-// Scheme knows the built-in kinds and dbfleet's.
+// Scheme knows the built-in kinds, CRDs and dbfleet's kinds.
 var Scheme = newScheme()
 
 func newScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	utilruntime.Must(dbfleetv1alpha1.AddToScheme(s))
 	return s
 }
