@@ -293,6 +293,7 @@ type DatabaseClusterStatus struct {
 }
 
 // DatabaseCluster is a database whose replicas the hub places across member clusters.
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 52 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label of at most 52 characters: it names the StatefulSet and pods in every member cluster"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=dbc,categories=dbfleet

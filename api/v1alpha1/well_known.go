@@ -24,7 +24,23 @@ const (
 const (
 	// DatabaseClusterFinalizer keeps a DatabaseCluster until every member has cleaned up its share.
 	DatabaseClusterFinalizer = "dbfleet.io/member-cleanup"
+	// MemberDatabaseFinalizer is the agent's: it keeps a MemberDatabase until the agent has removed
+	// the share's objects from its member cluster, which is how the hub learns cleanup is done.
+	MemberDatabaseFinalizer = "dbfleet.io/agent-cleanup"
 )
+
+// AnnotationForceDelete on a DatabaseCluster being deleted makes the hub stop waiting for member
+// agents to confirm cleanup: it removes their finalizers itself. Whatever a silent member still
+// runs is then left behind.
+const AnnotationForceDelete = "dbfleet.io/force-delete"
+
+// LabelDatabaseNamespace names the namespace of the DatabaseCluster a MemberDatabase belongs to
+// (LabelDatabase holds its name).
+const LabelDatabaseNamespace = "dbfleet.io/database-namespace"
+
+// MemberDatabaseName is the name of a DatabaseCluster's MemberDatabase in every member namespace:
+// "<namespace>.<name>", unique because both parts are DNS labels.
+func MemberDatabaseName(namespace, name string) string { return namespace + "." + name }
 
 // MemberNamespacePrefix starts the name of the hub namespace that holds one cluster's objects:
 // the MemberDatabases for cluster "east" live in "member-east".

@@ -325,6 +325,12 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 	}
 }
 
+func TestDatabaseClusterNameMustFitAStatefulSet(t *testing.T) {
+	obj := object(t, "DatabaseCluster", strings.Repeat("a", 53), dbcSpec)
+	err := hub.Client.Create(context.Background(), obj, strict)
+	assertInvalid(t, err, "", "metadata.name must be a DNS label of at most 52 characters")
+}
+
 func TestMemberClusterNameMustFitItsNamespace(t *testing.T) {
 	obj := object(t, "MemberCluster", strings.Repeat("a", 57), "  region: us-east\n")
 	err := hub.Client.Create(context.Background(), obj, strict)
