@@ -7,6 +7,9 @@ import (
 	"net"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
@@ -68,4 +71,20 @@ func ValidateBindAddress(addr string) error {
 		return fmt.Errorf("%q has an invalid port: %w", addr, err)
 	}
 	return nil
+}
+
+// RESTConfig loads --kubeconfig, or the in-cluster config and $KUBECONFIG when it is empty.
+func (o *Manager) RESTConfig() (*rest.Config, error) {
+	if o.Kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("load --kubeconfig %s: %w", o.Kubeconfig, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no --kubeconfig given and no in-cluster config or $KUBECONFIG: %w", err)
+	}
+	return cfg, nil
 }

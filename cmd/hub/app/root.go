@@ -10,10 +10,7 @@ func NewHubCommand() *cobra.Command {
 		Use:   "hub",
 		Short: "The dbfleet hub: places DatabaseClusters across member clusters",
 		Long: `The dbfleet hub places the replicas of each DatabaseCluster across member clusters
-according to PropagationPolicies, and aggregates what the member agents report.
-
-Status of this build: only the API (CRDs under deploy/crds) exists. The subcommands below
-accept and validate their flags, then say that they are not implemented yet and exit non-zero.`,
+according to PropagationPolicies, and aggregates what the member agents report.`,
 		SilenceUsage: true,
 	}
 	cmd.AddCommand(newRunCommand())

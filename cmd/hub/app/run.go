@@ -1,15 +1,33 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/hub"
+	"github.com/dbfleet/dbfleet/pkg/hub/databasecluster"
 	"github.com/dbfleet/dbfleet/pkg/options"
 )
+
+// controllers are the hub's controllers by name, for --controllers.
+var controllers = hub.Registry{
+	databasecluster.Name: databasecluster.Setup,
+}
 
 // runOptions are the flags of "hub run".
 type runOptions struct {
@@ -21,6 +39,10 @@ type runOptions struct {
 	leaseDuration           time.Duration
 	renewDeadline           time.Duration
 	retryPeriod             time.Duration
+	gracefulShutdownTimeout time.Duration
+
+	controllers []string
+	hub         hub.Config
 }
 
 func newRunOptions() *runOptions {
@@ -32,6 +54,8 @@ func newRunOptions() *runOptions {
 		leaseDuration:           15 * time.Second,
 		renewDeadline:           10 * time.Second,
 		retryPeriod:             2 * time.Second,
+		gracefulShutdownTimeout: 30 * time.Second,
+		controllers:             []string{"*"},
 	}
 }
 
@@ -49,6 +73,11 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 		"How long the leader keeps trying to renew before it gives up leadership.")
 	fs.DurationVar(&o.retryPeriod, "leader-elect-retry-period", o.retryPeriod,
 		"How long candidates wait between tries to acquire or renew leadership.")
+	fs.DurationVar(&o.gracefulShutdownTimeout, "graceful-shutdown-timeout", o.gracefulShutdownTimeout,
+		"How long controllers get to finish in-flight work after SIGTERM.")
+	fs.StringSliceVar(&o.controllers, "controllers", o.controllers, fmt.Sprintf(
+		"Controllers to run: '*' for all, 'name' to add one, '-name' to leave one out. Known: %s.",
+		strings.Join(controllers.Names(), ", ")))
 }
 
 func (o *runOptions) validate() error {
@@ -62,6 +91,12 @@ func (o *runOptions) validate() error {
 				o.retryPeriod, o.renewDeadline, o.leaseDuration))
 		}
 	}
+	if o.gracefulShutdownTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--graceful-shutdown-timeout must not be negative, got %s", o.gracefulShutdownTimeout))
+	}
+	if _, err := controllers.Enabled(o.controllers); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -69,19 +104,73 @@ func newRunCommand() *cobra.Command {
 	o := newRunOptions()
 	cmd := &cobra.Command{
 		Use:   "run",
-		Short: "Run the hub controller manager (not implemented yet)",
-		Long: `Run the hub controller manager against the hub API server.
-
-Not implemented yet: this build validates the flags below and exits with an error. The control
-loop (policy matching, scheduling, propagation, status aggregation) arrives with the hub issue.`,
+		Short: "Run the hub controller manager",
+		Long: `Run the hub controller manager against the hub API server: it binds each DatabaseCluster
+to the winning (Cluster)PropagationPolicy, places its replicas across the MemberClusters, writes
+one MemberDatabase per chosen cluster into member-<cluster>, and aggregates what the agents report
+into the DatabaseCluster's status and conditions.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
 				return fmt.Errorf("invalid flags: %w", err)
 			}
-			return errors.New("hub run is not implemented yet: this build ships only the API (deploy/crds)")
+			return run(ctrl.SetupSignalHandler(), o)
 		},
 	}
 	o.addFlags(cmd.Flags())
 	return cmd
+}
+
+func newScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(dbfleetv1alpha1.AddToScheme(s))
+	return s
+}
+
+func run(ctx context.Context, o *runOptions) error {
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.manager.Zap)))
+	log := ctrl.Log.WithName("hub")
+
+	cfg, err := o.manager.RESTConfig()
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        newScheme(),
+		Metrics:                       metricsserver.Options{BindAddress: o.manager.MetricsBindAddress},
+		HealthProbeBindAddress:        o.manager.HealthProbeBindAddress,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionNamespace:       o.leaderElectionNamespace,
+		LeaderElectionID:              o.leaderElectionID,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &o.leaseDuration,
+		RenewDeadline:                 &o.renewDeadline,
+		RetryPeriod:                   &o.retryPeriod,
+		GracefulShutdownTimeout:       &o.gracefulShutdownTimeout,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("informers", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return errors.New("informer caches not synced")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	enabled, _ := controllers.Enabled(o.controllers) // validated above
+	if err := controllers.Setup(ctx, mgr, o.hub, enabled); err != nil {
+		return err
+	}
+	log.Info("Starting hub", "controllers", enabled, "leaderElection", o.leaderElect)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("hub stopped: %w", err)
+	}
+	log.Info("Hub stopped")
+	return nil
 }

@@ -1,0 +1,76 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// Config is what hub controllers may need from the command line.
+type Config struct{}
+
+// InitFunc registers one controller with the manager.
+type InitFunc func(ctx context.Context, mgr ctrl.Manager, cfg Config) error
+
+// Registry maps controller names to their set-up functions, so that --controllers can turn each
+// on or off by name.
+type Registry map[string]InitFunc
+
+// Names returns the registered names, sorted.
+func (r Registry) Names() []string {
+	names := make([]string, 0, len(r))
+	for name := range r {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Enabled resolves a --controllers list: "*" turns on every controller, "name" turns one on and
+// "-name" turns one off; later entries win. Unknown names are an error, so a typo never silently
+// disables a controller.
+func (r Registry) Enabled(spec []string) ([]string, error) {
+	on := map[string]bool{}
+	for _, item := range spec {
+		item = strings.TrimSpace(item)
+		switch {
+		case item == "*":
+			for name := range r {
+				on[name] = true
+			}
+		case strings.HasPrefix(item, "-"):
+			name := item[1:]
+			if _, ok := r[name]; !ok {
+				return nil, fmt.Errorf("unknown controller %q in --controllers (known: %s)", name, strings.Join(r.Names(), ", "))
+			}
+			on[name] = false
+		default:
+			if _, ok := r[item]; !ok {
+				return nil, fmt.Errorf("unknown controller %q in --controllers (known: %s)", item, strings.Join(r.Names(), ", "))
+			}
+			on[item] = true
+		}
+	}
+	var enabled []string
+	for name, ok := range on {
+		if ok {
+			enabled = append(enabled, name)
+		}
+	}
+	slices.Sort(enabled)
+	return enabled, nil
+}
+
+// Setup registers the named controllers with the manager.
+func (r Registry) Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, names []string) error {
+	for _, name := range names {
+		if err := r[name](ctx, mgr, cfg); err != nil {
+			return fmt.Errorf("set up controller %s: %w", name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,136 @@
+package databasecluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+)
+
+// Name is the controller's name in the hub's --controllers list.
+const Name = "databasecluster"
+
+// Reconciler places, propagates and aggregates one DatabaseCluster at a time.
+type Reconciler struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	Clock    clock.PassiveClock
+}
+
+// scope is what one reconcile gathers and decides; the phase functions fill it in turn.
+type scope struct {
+	dbc *dbfleetv1alpha1.DatabaseCluster
+	// members are all MemberClusters, by name.
+	members map[string]*dbfleetv1alpha1.MemberCluster
+	// memberDBs are the DatabaseCluster's existing MemberDatabases, by cluster.
+	memberDBs map[string]*dbfleetv1alpha1.MemberDatabase
+	// propagationErrors are the clusters whose MemberDatabase could not be written.
+	propagationErrors map[string]error
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	log := ctrl.LoggerFrom(ctx).WithValues("DatabaseCluster", req.NamespacedName)
+	ctx = ctrl.LoggerInto(ctx, log)
+
+	dbc := &dbfleetv1alpha1.DatabaseCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, dbc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	before := dbc.DeepCopy()
+	defer func() {
+		if err := r.writeStatus(ctx, before, dbc); err != nil {
+			retErr = kerrors.NewAggregate([]error{retErr, err})
+		}
+	}()
+
+	s := &scope{dbc: dbc, propagationErrors: map[string]error{}}
+	if err := r.load(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	if !dbc.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, s)
+	}
+	if controllerutil.AddFinalizer(dbc, dbfleetv1alpha1.DatabaseClusterFinalizer) {
+		if err := r.Client.Patch(ctx, dbc, client.MergeFrom(before)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+	return r.reconcileNormal(ctx, s)
+}
+
+func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
+	requeue, err := r.schedule(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	propagateErr := r.propagate(ctx, s)
+	aggregate(s)
+	recordReadiness(s.dbc)
+	if propagateErr != nil {
+		return ctrl.Result{}, propagateErr
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// load reads the MemberClusters and the DatabaseCluster's MemberDatabases.
+func (r *Reconciler) load(ctx context.Context, s *scope) error {
+	members := &dbfleetv1alpha1.MemberClusterList{}
+	if err := r.Client.List(ctx, members); err != nil {
+		return fmt.Errorf("list MemberClusters: %w", err)
+	}
+	s.members = make(map[string]*dbfleetv1alpha1.MemberCluster, len(members.Items))
+	for i := range members.Items {
+		s.members[members.Items[i].Name] = &members.Items[i]
+	}
+	mdbs, err := memberDatabasesOf(ctx, r.Client, s.dbc)
+	if err != nil {
+		return fmt.Errorf("list MemberDatabases: %w", err)
+	}
+	s.memberDBs = make(map[string]*dbfleetv1alpha1.MemberDatabase, len(mdbs))
+	for i := range mdbs {
+		cluster := mdbs[i].Labels[dbfleetv1alpha1.LabelCluster]
+		if cluster == "" || mdbs[i].Namespace != dbfleetv1alpha1.MemberNamespace(cluster) {
+			continue // not written by the hub: never touch it
+		}
+		s.memberDBs[cluster] = &mdbs[i]
+	}
+	return nil
+}
+
+// writeStatus patches the status when, and only when, the reconcile changed it.
+func (r *Reconciler) writeStatus(ctx context.Context, before, dbc *dbfleetv1alpha1.DatabaseCluster) error {
+	dbc.Status.ObservedGeneration = dbc.Generation
+	if equality.Semantic.DeepEqual(before.Status, dbc.Status) {
+		return nil
+	}
+	// The finalizer patch may have moved the object on; the status patch is computed against the
+	// status we read, which is all it touches.
+	base := dbc.DeepCopy()
+	base.Status = before.Status
+	if err := r.Client.Status().Patch(ctx, dbc, client.MergeFrom(base)); err != nil {
+		if !dbc.DeletionTimestamp.IsZero() && client.IgnoreNotFound(err) == nil {
+			return nil // deleted while we worked
+		}
+		return fmt.Errorf("write status: %w", err)
+	}
+	statusWrites.Inc()
+	return nil
+}
+
+// errPropagation marks propagation failures, which are already reported in conditions and Events.
+var errPropagation = errors.New("propagation failed")
+
+// requeueAfter caps how long a DatabaseCluster waits for a time-based change (a toleration running
+// out) before it is looked at again.
+const requeueAfter = 5 * time.Minute

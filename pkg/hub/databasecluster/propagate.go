@@ -1,0 +1,141 @@
+package databasecluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+)
+
+// propagate makes the MemberDatabases match status.placements: one per placed cluster, written
+// into member-<cluster>, and none elsewhere. Failures are kept per cluster for the Propagated
+// condition and reported as Events; the returned error makes the reconcile retry with backoff.
+func (r *Reconciler) propagate(ctx context.Context, s *scope) error {
+	dbc := s.dbc
+	placed := map[string]bool{}
+	for _, p := range dbc.Status.Placements {
+		placed[p.Cluster] = true
+		if err := r.writeMemberDatabase(ctx, s, p); err != nil {
+			s.propagationErrors[p.Cluster] = err
+		}
+	}
+	for cluster, mdb := range s.memberDBs {
+		if placed[cluster] || !mdb.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if err := r.Client.Delete(ctx, mdb); client.IgnoreNotFound(err) != nil {
+			s.propagationErrors[cluster] = fmt.Errorf("remove share: %w", err)
+			continue
+		}
+		memberDatabaseWrites.WithLabelValues("delete").Inc()
+		ctrl.LoggerFrom(ctx).Info("Removed share", "cluster", cluster)
+	}
+	if len(s.propagationErrors) == 0 {
+		return nil
+	}
+	clusters := make([]string, 0, len(s.propagationErrors))
+	for cluster := range s.propagationErrors {
+		clusters = append(clusters, cluster)
+	}
+	slices.Sort(clusters)
+	for _, cluster := range clusters {
+		r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, "PropagationFailed", "Propagate",
+			"cluster %s: %v", cluster, s.propagationErrors[cluster])
+	}
+	return fmt.Errorf("%w for clusters %v", errPropagation, clusters)
+}
+
+// writeMemberDatabase creates or updates one cluster's MemberDatabase, writing nothing when it
+// is already as desired.
+func (r *Reconciler) writeMemberDatabase(ctx context.Context, s *scope, p dbfleetv1alpha1.ClusterPlacement) error {
+	dbc := s.dbc
+	desired := desiredMemberDatabase(dbc, p)
+	existing := s.memberDBs[p.Cluster]
+	if existing == nil {
+		if err := r.Client.Create(ctx, desired); err != nil {
+			if apierrors.IsNotFound(err) {
+				return fmt.Errorf("namespace %s does not exist: is cluster %s joined?", desired.Namespace, p.Cluster)
+			}
+			if apierrors.IsAlreadyExists(err) {
+				// Our cache is behind a write of our own (or of a previous leader): the next
+				// reconcile sees it and updates it in place.
+				return nil
+			}
+			return fmt.Errorf("create MemberDatabase: %w", err)
+		}
+		memberDatabaseWrites.WithLabelValues("create").Inc()
+		s.memberDBs[p.Cluster] = desired
+		return nil
+	}
+	if !existing.DeletionTimestamp.IsZero() {
+		return fmt.Errorf("previous share is still being removed; waiting for the agent to finish")
+	}
+	if existing.Spec.DatabaseRef.UID != dbc.UID {
+		return fmt.Errorf("MemberDatabase %s/%s belongs to an earlier DatabaseCluster of the same name that is still being removed", existing.Namespace, existing.Name)
+	}
+	if equality.Semantic.DeepEqual(existing.Spec, desired.Spec) && labelsMatch(existing.Labels, desired.Labels) {
+		return nil
+	}
+	updated := existing.DeepCopy()
+	updated.Spec = desired.Spec
+	if updated.Labels == nil {
+		updated.Labels = map[string]string{}
+	}
+	for k, v := range desired.Labels {
+		updated.Labels[k] = v
+	}
+	if err := r.Client.Update(ctx, updated); err != nil {
+		return fmt.Errorf("update MemberDatabase: %w", err)
+	}
+	memberDatabaseWrites.WithLabelValues("update").Inc()
+	s.memberDBs[p.Cluster] = updated
+	return nil
+}
+
+// desiredMemberDatabase is the MemberDatabase a placement calls for.
+func desiredMemberDatabase(dbc *dbfleetv1alpha1.DatabaseCluster, p dbfleetv1alpha1.ClusterPlacement) *dbfleetv1alpha1.MemberDatabase {
+	var epoch int64 = 1
+	if dbc.Status.Primary != nil && dbc.Status.Primary.Epoch > 0 {
+		epoch = dbc.Status.Primary.Epoch
+	}
+	role := p.Role
+	if role == "" {
+		role = dbfleetv1alpha1.RoleReplica
+	}
+	return &dbfleetv1alpha1.MemberDatabase{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: dbfleetv1alpha1.MemberNamespace(p.Cluster),
+			Name:      dbfleetv1alpha1.MemberDatabaseName(dbc.Namespace, dbc.Name),
+			Labels: map[string]string{
+				dbfleetv1alpha1.LabelCluster:           p.Cluster,
+				dbfleetv1alpha1.LabelDatabase:          dbc.Name,
+				dbfleetv1alpha1.LabelDatabaseNamespace: dbc.Namespace,
+			},
+		},
+		Spec: dbfleetv1alpha1.MemberDatabaseSpec{
+			DatabaseRef: dbfleetv1alpha1.DatabaseReference{Namespace: dbc.Namespace, Name: dbc.Name, UID: dbc.UID},
+			Database:    *dbc.Spec.DatabaseTemplate.DeepCopy(),
+			Replicas:    p.Replicas,
+			Ordinals:    dbfleetv1alpha1.MemberOrdinals{Start: p.Ordinals.Start},
+			Role:        role,
+			Epoch:       epoch,
+		},
+	}
+}
+
+func labelsMatch(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,121 @@
+package databasecluster
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/hub"
+)
+
+// Setup registers the controller and its MemberDatabase index with the manager.
+func Setup(ctx context.Context, mgr ctrl.Manager, _ hub.Config) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &dbfleetv1alpha1.MemberDatabase{}, databaseRefIndex, indexDatabaseRef); err != nil {
+		return fmt.Errorf("index MemberDatabases by database: %w", err)
+	}
+	r := &Reconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("dbfleet-hub"),
+		Clock:    clock.RealClock{},
+	}
+	return r.SetupWithManager(mgr)
+}
+
+// SetupWithManager wires the watches: the DatabaseCluster itself (spec, labels, annotations and
+// deletion, not its own status writes), its MemberDatabases, the policies that may select it, and
+// the MemberClusters whose placement-relevant state changes.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(Name).
+		For(&dbfleetv1alpha1.DatabaseCluster{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{},
+			predicate.LabelChangedPredicate{},
+			predicate.AnnotationChangedPredicate{},
+			deletionStarted(),
+		))).
+		Watches(&dbfleetv1alpha1.MemberDatabase{}, handler.EnqueueRequestsFromMapFunc(databaseOfMember)).
+		Watches(&dbfleetv1alpha1.PropagationPolicy{}, handler.EnqueueRequestsFromMapFunc(r.databasesInNamespace)).
+		Watches(&dbfleetv1alpha1.ClusterPropagationPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allDatabases)).
+		Watches(&dbfleetv1alpha1.MemberCluster{}, handler.EnqueueRequestsFromMapFunc(r.allDatabases),
+			builder.WithPredicates(placementRelevantChange())).
+		Complete(r)
+}
+
+func deletionStarted() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.GetDeletionTimestamp().IsZero() && !e.ObjectNew.GetDeletionTimestamp().IsZero()
+		},
+	}
+}
+
+// placementRelevantChange ignores MemberCluster updates that cannot change a placement or a
+// share's state, such as heartbeat timestamps, so a steady fleet causes no reconciles.
+func placementRelevantChange() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, okOld := e.ObjectOld.(*dbfleetv1alpha1.MemberCluster)
+			cur, okNew := e.ObjectNew.(*dbfleetv1alpha1.MemberCluster)
+			if !okOld || !okNew {
+				return true
+			}
+			return !equality.Semantic.DeepEqual(old.Spec, cur.Spec) ||
+				!equality.Semantic.DeepEqual(old.Labels, cur.Labels) ||
+				readyStatus(old) != readyStatus(cur) ||
+				!equality.Semantic.DeepEqual(old.Status.ResourceSummary, cur.Status.ResourceSummary)
+		},
+	}
+}
+
+func readyStatus(mc *dbfleetv1alpha1.MemberCluster) string {
+	if c := meta.FindStatusCondition(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady); c != nil {
+		return string(c.Status)
+	}
+	return ""
+}
+
+func databaseOfMember(_ context.Context, obj client.Object) []reconcile.Request {
+	mdb, ok := obj.(*dbfleetv1alpha1.MemberDatabase)
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{
+		Namespace: mdb.Spec.DatabaseRef.Namespace, Name: mdb.Spec.DatabaseRef.Name,
+	}}}
+}
+
+func (r *Reconciler) databasesInNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.databases(ctx, client.InNamespace(obj.GetNamespace()))
+}
+
+func (r *Reconciler) allDatabases(ctx context.Context, _ client.Object) []reconcile.Request {
+	return r.databases(ctx)
+}
+
+func (r *Reconciler) databases(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
+	list := &dbfleetv1alpha1.DatabaseClusterList{}
+	if err := r.Client.List(ctx, list, opts...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "List DatabaseClusters to re-evaluate")
+		return nil
+	}
+	reqs := make([]reconcile.Request, len(list.Items))
+	for i := range list.Items {
+		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
+	}
+	return reqs
+}
+
+// clientInNamespace is a list option for one namespace.
+func clientInNamespace(ns string) client.ListOption { return client.InNamespace(ns) }

@@ -1,0 +1,123 @@
+package policy
+
+import (
+	"k8s.io/apimachinery/pkg/labels"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+)
+
+// Precision is how precisely a selector picked a DatabaseCluster; higher is more precise.
+type Precision int
+
+const (
+	// NoMatch: the policy does not select the DatabaseCluster.
+	NoMatch Precision = iota
+	// MatchAll: a selector with neither name nor labelSelector.
+	MatchAll
+	// MatchLabels: a labelSelector matched.
+	MatchLabels
+	// MatchName: the name matched.
+	MatchName
+)
+
+// Match is the policy a DatabaseCluster is bound to.
+type Match struct {
+	// Ref names the policy, for status.policy.
+	Ref dbfleetv1alpha1.PolicyReference
+	// Spec is the policy's spec.
+	Spec *dbfleetv1alpha1.PropagationSpec
+	// Priority is the policy's priority (0 when unset).
+	Priority int32
+	// Precision is the best of the policy's selectors for this DatabaseCluster.
+	Precision Precision
+}
+
+// Select returns the winning policy for dbc, or nil when none selects it. PropagationPolicies in
+// other namespaces than dbc's are ignored.
+func Select(dbc *dbfleetv1alpha1.DatabaseCluster, pps []dbfleetv1alpha1.PropagationPolicy, cpps []dbfleetv1alpha1.ClusterPropagationPolicy) *Match {
+	var best *Match
+	consider := func(m *Match) {
+		if m.Precision != NoMatch && (best == nil || beats(m, best)) {
+			best = m
+		}
+	}
+	for i := range pps {
+		pp := &pps[i]
+		if pp.Namespace != dbc.Namespace {
+			continue
+		}
+		consider(&Match{
+			Ref:       dbfleetv1alpha1.PolicyReference{Kind: "PropagationPolicy", Namespace: pp.Namespace, Name: pp.Name},
+			Spec:      &pp.Spec,
+			Priority:  priority(&pp.Spec),
+			Precision: precision(&pp.Spec, dbc, false),
+		})
+	}
+	for i := range cpps {
+		cpp := &cpps[i]
+		consider(&Match{
+			Ref:       dbfleetv1alpha1.PolicyReference{Kind: "ClusterPropagationPolicy", Name: cpp.Name},
+			Spec:      &cpp.Spec,
+			Priority:  priority(&cpp.Spec),
+			Precision: precision(&cpp.Spec, dbc, true),
+		})
+	}
+	return best
+}
+
+// beats reports whether a wins over b.
+func beats(a, b *Match) bool {
+	if a.Priority != b.Priority {
+		return a.Priority > b.Priority
+	}
+	if a.Precision != b.Precision {
+		return a.Precision > b.Precision
+	}
+	aNamespaced, bNamespaced := a.Ref.Kind == "PropagationPolicy", b.Ref.Kind == "PropagationPolicy"
+	if aNamespaced != bNamespaced {
+		return aNamespaced
+	}
+	return a.Ref.Name < b.Ref.Name
+}
+
+func priority(spec *dbfleetv1alpha1.PropagationSpec) int32 {
+	if spec.Priority == nil {
+		return 0
+	}
+	return *spec.Priority
+}
+
+// precision is the best precision among the spec's selectors that select dbc. A
+// ClusterPropagationPolicy selector's namespace, when set, must be dbc's.
+func precision(spec *dbfleetv1alpha1.PropagationSpec, dbc *dbfleetv1alpha1.DatabaseCluster, clusterScoped bool) Precision {
+	best := NoMatch
+	for i := range spec.ResourceSelectors {
+		if p := selectorPrecision(&spec.ResourceSelectors[i], dbc, clusterScoped); p > best {
+			best = p
+		}
+	}
+	return best
+}
+
+func selectorPrecision(sel *dbfleetv1alpha1.ResourceSelector, dbc *dbfleetv1alpha1.DatabaseCluster, clusterScoped bool) Precision {
+	if clusterScoped && sel.Namespace != "" && sel.Namespace != dbc.Namespace {
+		return NoMatch
+	}
+	switch {
+	case sel.Name != "":
+		if sel.Name == dbc.Name {
+			return MatchName
+		}
+		return NoMatch
+	case sel.LabelSelector != nil:
+		s, err := metav1.LabelSelectorAsSelector(sel.LabelSelector)
+		if err != nil || !s.Matches(labels.Set(dbc.Labels)) {
+			// A selector the API server accepted but labels cannot parse selects nothing.
+			return NoMatch
+		}
+		return MatchLabels
+	default:
+		return MatchAll
+	}
+}
