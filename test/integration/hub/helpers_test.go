@@ -1,0 +1,304 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/test/framework"
+)
+
+// suiteLabel keeps each test's MemberClusters apart: every policy in a test selects only the
+// clusters carrying its test's value, so tests sharing the API server do not see each other.
+const suiteLabel = "dbfleet.test/suite"
+
+// fixture is one test's corner of the shared hub.
+type fixture struct {
+	t     *testing.T
+	ctx   context.Context
+	c     client.Client
+	suite string
+	ns    string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	suite := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if len(suite) > 40 {
+		suite = suite[:40]
+	}
+	suite = strings.Trim(suite, "-")
+	f := &fixture{t: t, ctx: context.Background(), c: env.Client, suite: suite, ns: suite}
+	f.createNamespace(f.ns)
+	return f
+}
+
+func (f *fixture) createNamespace(name string) {
+	f.t.Helper()
+	err := f.c.Create(f.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		f.t.Fatal(err)
+	}
+}
+
+// member joins a cluster as `hub join` would (MemberCluster and member namespace) and reports it
+// Ready with the given free capacity, as its agent would. Names are prefixed with the suite.
+func (f *fixture) member(name, region string, cpus int64) string {
+	f.t.Helper()
+	full := f.suite[:min(len(f.suite), 20)] + "-" + name
+	full = strings.Trim(full, "-")
+	mc := &dbfleetv1alpha1.MemberCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: full, Labels: map[string]string{suiteLabel: f.suite}},
+		Spec:       dbfleetv1alpha1.MemberClusterSpec{Region: region, Zone: region + "-a"},
+	}
+	if err := f.c.Create(f.ctx, mc); err != nil {
+		f.t.Fatal(err)
+	}
+	f.createNamespace(dbfleetv1alpha1.MemberNamespace(full))
+	mc.Status.ResourceSummary = &dbfleetv1alpha1.ResourceSummary{
+		Allocatable: corev1.ResourceList{corev1.ResourceCPU: *resource.NewQuantity(cpus, resource.DecimalSI)},
+	}
+	f.setReady(full, metav1.ConditionTrue)
+	return full
+}
+
+// setReady sets the MemberCluster's Ready condition as the cluster health controller would.
+func (f *fixture) setReady(cluster string, status metav1.ConditionStatus) {
+	f.t.Helper()
+	f.updateMemberStatus(cluster, func(mc *dbfleetv1alpha1.MemberCluster) {
+		meta.SetStatusCondition(&mc.Status.Conditions, metav1.Condition{
+			Type: dbfleetv1alpha1.ConditionReady, Status: status, Reason: "Test", Message: "set by the test",
+		})
+		if mc.Status.ResourceSummary == nil {
+			mc.Status.ResourceSummary = &dbfleetv1alpha1.ResourceSummary{
+				Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100")},
+			}
+		}
+	})
+}
+
+func (f *fixture) updateMemberStatus(cluster string, change func(*dbfleetv1alpha1.MemberCluster)) {
+	f.t.Helper()
+	mc := &dbfleetv1alpha1.MemberCluster{}
+	if err := f.c.Get(f.ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
+		f.t.Fatal(err)
+	}
+	change(mc)
+	if err := f.c.Status().Update(f.ctx, mc); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) updateMember(cluster string, change func(*dbfleetv1alpha1.MemberCluster)) {
+	f.t.Helper()
+	mc := &dbfleetv1alpha1.MemberCluster{}
+	if err := f.c.Get(f.ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
+		f.t.Fatal(err)
+	}
+	change(mc)
+	if err := f.c.Update(f.ctx, mc); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// policy creates a PropagationPolicy in the fixture's namespace that selects DatabaseClusters by
+// labels and places them on this suite's clusters with the given replica scheduling.
+func (f *fixture) policy(name string, priority int32, match map[string]string, rs *policyv1alpha1.ReplicaSchedulingStrategy) *dbfleetv1alpha1.PropagationPolicy {
+	f.t.Helper()
+	pp := &dbfleetv1alpha1.PropagationPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name},
+		Spec: dbfleetv1alpha1.PropagationSpec{
+			Priority:          &priority,
+			ResourceSelectors: []dbfleetv1alpha1.ResourceSelector{{LabelSelector: &metav1.LabelSelector{MatchLabels: match}}},
+			Placement: policyv1alpha1.Placement{
+				ClusterAffinity: &policyv1alpha1.ClusterAffinity{
+					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{suiteLabel: f.suite}},
+				},
+				ReplicaScheduling: rs,
+			},
+		},
+	}
+	if err := f.c.Create(f.ctx, pp); err != nil {
+		f.t.Fatal(err)
+	}
+	return pp
+}
+
+func divided() *policyv1alpha1.ReplicaSchedulingStrategy {
+	return &policyv1alpha1.ReplicaSchedulingStrategy{
+		ReplicaSchedulingType:     policyv1alpha1.ReplicaSchedulingTypeDivided,
+		ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceWeighted,
+	}
+}
+
+func (f *fixture) database(name string, replicas int32, labels map[string]string) *dbfleetv1alpha1.DatabaseCluster {
+	f.t.Helper()
+	dbc := &dbfleetv1alpha1.DatabaseCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Labels: labels},
+		Spec: dbfleetv1alpha1.DatabaseClusterSpec{
+			DatabaseTemplate: dbfleetv1alpha1.DatabaseTemplate{
+				Engine: dbfleetv1alpha1.EnginePostgres, Version: "16.4",
+				Storage: dbfleetv1alpha1.StorageSpec{Size: resource.MustParse("1Gi")},
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("1"),
+				}},
+			},
+			Replicas: replicas,
+		},
+	}
+	if err := f.c.Create(f.ctx, dbc); err != nil {
+		f.t.Fatal(err)
+	}
+	return dbc
+}
+
+func (f *fixture) getDatabase(name string) *dbfleetv1alpha1.DatabaseCluster {
+	f.t.Helper()
+	dbc := &dbfleetv1alpha1.DatabaseCluster{}
+	if err := f.c.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: name}, dbc); err != nil {
+		f.t.Fatal(err)
+	}
+	return dbc
+}
+
+func (f *fixture) updateDatabase(name string, change func(*dbfleetv1alpha1.DatabaseCluster)) {
+	f.t.Helper()
+	dbc := f.getDatabase(name)
+	change(dbc)
+	if err := f.c.Update(f.ctx, dbc); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// waitDatabase polls the DatabaseCluster until cond holds, failing with the last status seen.
+func (f *fixture) waitDatabase(name, what string, cond func(*dbfleetv1alpha1.DatabaseCluster) bool) *dbfleetv1alpha1.DatabaseCluster {
+	f.t.Helper()
+	dbc := &dbfleetv1alpha1.DatabaseCluster{}
+	err := framework.WaitFor(f.ctx, framework.DefaultTimeout, what, func(ctx context.Context) (bool, error) {
+		if err := f.c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: name}, dbc); err != nil {
+			return false, err
+		}
+		return cond(dbc), nil
+	})
+	if err != nil {
+		f.t.Fatalf("%v\nlast status: %s", err, describe(dbc))
+	}
+	return dbc
+}
+
+func describe(dbc *dbfleetv1alpha1.DatabaseCluster) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "policy=%v primary=%v ready=%s clusters=%s placements=%+v", dbc.Status.Policy, dbc.Status.Primary, dbc.Status.Ready, dbc.Status.Clusters, dbc.Status.Placements)
+	for _, c := range dbc.Status.Conditions {
+		fmt.Fprintf(&b, "\n  %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return b.String()
+}
+
+func hasCondition(dbc *dbfleetv1alpha1.DatabaseCluster, t string, status metav1.ConditionStatus, reason string) bool {
+	c := meta.FindStatusCondition(dbc.Status.Conditions, t)
+	return c != nil && c.Status == status && (reason == "" || c.Reason == reason) && c.ObservedGeneration == dbc.Generation
+}
+
+// shares maps cluster to replicas from status.placements.
+func shares(dbc *dbfleetv1alpha1.DatabaseCluster) map[string]int32 {
+	m := map[string]int32{}
+	for _, p := range dbc.Status.Placements {
+		m[p.Cluster] = p.Replicas
+	}
+	return m
+}
+
+// memberDatabases returns the DatabaseCluster's MemberDatabases by cluster, as they are on the hub.
+func (f *fixture) memberDatabases(name string) map[string]*dbfleetv1alpha1.MemberDatabase {
+	f.t.Helper()
+	list := &dbfleetv1alpha1.MemberDatabaseList{}
+	if err := f.c.List(f.ctx, list, client.MatchingLabels{
+		dbfleetv1alpha1.LabelDatabase: name, dbfleetv1alpha1.LabelDatabaseNamespace: f.ns,
+	}); err != nil {
+		f.t.Fatal(err)
+	}
+	m := map[string]*dbfleetv1alpha1.MemberDatabase{}
+	for i := range list.Items {
+		mdb := &list.Items[i]
+		cluster := mdb.Labels[dbfleetv1alpha1.LabelCluster]
+		if _, dup := m[cluster]; dup {
+			f.t.Fatalf("two MemberDatabases of %s for cluster %s", name, cluster)
+		}
+		m[cluster] = mdb
+	}
+	return m
+}
+
+// waitMemberDatabases waits until the MemberDatabases' replicas per cluster equal want.
+func (f *fixture) waitMemberDatabases(name string, want map[string]int32) map[string]*dbfleetv1alpha1.MemberDatabase {
+	f.t.Helper()
+	var got map[string]*dbfleetv1alpha1.MemberDatabase
+	err := framework.WaitFor(f.ctx, framework.DefaultTimeout, "MemberDatabases "+fmt.Sprint(want), func(ctx context.Context) (bool, error) {
+		got = f.memberDatabases(name)
+		if len(got) != len(want) {
+			return false, nil
+		}
+		for cluster, n := range want {
+			mdb, ok := got[cluster]
+			if !ok || mdb.Spec.Replicas != n || !mdb.DeletionTimestamp.IsZero() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		have := map[string]int32{}
+		for c, m := range got {
+			have[c] = m.Spec.Replicas
+		}
+		f.t.Fatalf("%v; have %v", err, have)
+	}
+	return got
+}
+
+// reportAsAgent writes a MemberDatabase status the way the cluster's agent would.
+func (f *fixture) reportAsAgent(mdb *dbfleetv1alpha1.MemberDatabase, ready int32, available bool) {
+	f.t.Helper()
+	fresh := &dbfleetv1alpha1.MemberDatabase{}
+	if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(mdb), fresh); err != nil {
+		f.t.Fatal(err)
+	}
+	fresh.Status.ObservedGeneration = fresh.Generation
+	fresh.Status.Epoch = fresh.Spec.Epoch
+	fresh.Status.Replicas = fresh.Spec.Replicas
+	fresh.Status.ReadyReplicas = ready
+	status := metav1.ConditionFalse
+	if available {
+		status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&fresh.Status.Conditions, metav1.Condition{
+		Type: dbfleetv1alpha1.ConditionAvailable, Status: status, Reason: "Test", Message: "reported by the test agent",
+	})
+	if err := f.c.Status().Update(f.ctx, fresh); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+var _ = time.Second

@@ -1,0 +1,79 @@
+package hub
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/dbfleet/dbfleet/pkg/hub"
+	"github.com/dbfleet/dbfleet/pkg/hub/databasecluster"
+	"github.com/dbfleet/dbfleet/test/framework"
+)
+
+var env *framework.Environment
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("skipping hub integration tests in -short mode")
+		os.Exit(0)
+	}
+	// The hub's logs help when a test fails; DBFLEET_TEST_LOGS=1 shows them.
+	if os.Getenv("DBFLEET_TEST_LOGS") != "" {
+		ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	}
+	var err error
+	env, err = framework.StartHub()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
+}
+
+// startHub runs the hub's controllers in-process against the test API server until the test
+// ends, or until the returned stop function is called (to simulate a hub restart).
+func startHub(t *testing.T) (stop func()) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 framework.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Each test runs its own manager; controller names repeat across them.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := databasecluster.Setup(ctx, mgr, hub.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("hub manager: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
