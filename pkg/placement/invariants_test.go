@@ -144,7 +144,10 @@ func checkOrdinals(in Input, d Decision) []string {
 	prevRange := map[string]Share{}
 	if in.Previous != nil {
 		for _, s := range in.Previous.Shares {
-			others = append(others, owned{rangeInterval(s.Ordinals), s.Cluster})
+			// Ranges of a corrupt previous decision overlap each other; they cannot all be avoided.
+			if prevRangesDisjoint(in) {
+				others = append(others, owned{rangeInterval(s.Ordinals), s.Cluster})
+			}
 			prevRange[s.Cluster] = s
 		}
 	}

@@ -134,7 +134,11 @@ func (s *scheduler) assignOrdinals(shares []Share, owners []int32) {
 // occupiedOrdinals lists the ordinals no fresh range may use: every usable previous range, the
 // previous ranges of clusters that left the input, and the reserved ranges.
 func (s *scheduler) occupiedOrdinals() []interval {
-	out := make([]interval, 0, len(s.nodes)+len(s.in.ReservedOrdinals))
+	size := len(s.in.ReservedOrdinals)
+	if s.in.Previous != nil {
+		size += 2 * len(s.in.Previous.Shares) // their ranges, and room for growers' extensions
+	}
+	out := make([]interval, 0, size)
 	for i := range s.nodes {
 		if s.nodes[i].hasRange {
 			out = append(out, rangeInterval(s.nodes[i].prevRange))

@@ -36,3 +36,23 @@ const (
 	// ReasonNoReplicas: the database asks for zero replicas.
 	ReasonNoReplicas = "no replicas requested"
 )
+
+// explanation is a reason with its message. Decisions share explanations between clusters: most
+// are the package-level ones below, the rest are built once per decision.
+type explanation struct{ reason, message string }
+
+var (
+	explNotReady      = &explanation{ReasonNotReady, "the cluster is not Ready"}
+	explNotSelected   = &explanation{ReasonNotSelected, "spreadConstraints chose other clusters"}
+	explNoWeight      = &explanation{ReasonNoWeight, "no staticWeightList entry matches the cluster"}
+	explNoCapacity    = &explanation{ReasonNoCapacity, "the cluster has no room for another replica of this database"}
+	explNotNeeded     = &explanation{ReasonNotNeeded, "Aggregated keeps the replicas in as few clusters as possible"}
+	explAlreadyPlaced = &explanation{ReasonAlreadyPlaced, "the clusters already holding replicas keep them: steady scheduling moves none"}
+	explRoundedToZero = &explanation{ReasonRoundedToZero, "the divisor method gave its weight no replica"}
+	explNoReplicas    = &explanation{ReasonNoReplicas, "spec.replicas is 0"}
+	explMissing       = map[string]*explanation{
+		fieldProvider: {ReasonMissingProvider, "a spread constraint groups clusters by provider and the cluster has none"},
+		fieldRegion:   {ReasonMissingRegion, "a spread constraint groups clusters by region and the cluster has none"},
+		fieldZone:     {ReasonMissingZone, "a spread constraint groups clusters by zone and the cluster has none"},
+	}
+)

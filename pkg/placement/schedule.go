@@ -20,13 +20,14 @@ func Schedule(in Input) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	s := &scheduler{in: &in, compiled: placement}
+	s := &scheduler{in: &in, compiled: placement, ws: workspaces.Get().(*workspace)}
+	defer s.ws.release()
 	if err := s.buildNodes(); err != nil {
 		return Decision{}, err
 	}
 	if in.Replicas == 0 {
 		for i := range s.nodes {
-			s.nodes[i].exclude(ReasonNoReplicas, "spec.replicas is 0")
+			s.nodes[i].exclude(explNoReplicas)
 		}
 		return s.decision(""), nil
 	}
@@ -52,48 +53,55 @@ type scheduler struct {
 	*compiled
 	// nodes are the input clusters in name order; every index below refers to this slice.
 	nodes []node
+	ws    *workspace
 	texts taintTexts
+	// groupOf[t][node] is the node's group id for topology constraint t; see groupIDs.
+	groupOf    [][]int32
+	groupCount []int
 	// steadyKept is set when Steady division kept or shrank the previous shares, so clusters
 	// without one got nothing by design.
 	steadyKept bool
 }
 
-// node is one cluster and what this decision derived about it.
+// node is one cluster and what this decision derived about it. It is kept small: a decision over
+// thousands of clusters walks these many times.
 type node struct {
 	c         *Cluster
-	prev      int32 // previous share, 0 if none
 	prevRange v1alpha1.OrdinalRange
-	hasRange  bool // prevRange is usable: positive count, no overlap with another previous range
-	health    verdict
+	prev      int32 // previous share, 0 if none
+	// share is the result of the current attempt; why explains a cluster left without one.
+	share int32
 	// free is how many replicas the cluster may gain: 0 when it may only hold, spec.replicas when
 	// capacity does not limit it (Karmada's rule for unbounded estimates).
-	free int64
-	// Results of the current attempt.
-	share           int32
-	reason, message string
+	free   int64
+	why    *explanation
+	health verdict
+	// hasRange says prevRange is usable: positive count, no overlap with another previous range.
+	hasRange bool
 }
 
 // capacity is how many replicas of this database the cluster could hold in all (Karmada's
 // AvailableReplicas: assigned plus allocatable).
 func (n *node) capacity() int64 { return int64(n.prev) + n.free }
 
-func (n *node) exclude(reason, message string) {
+func (n *node) exclude(why *explanation) {
 	n.share = 0
-	n.reason, n.message = reason, message
+	n.why = why
 }
 
 // buildNodes orders the clusters by name, rejects duplicates, joins the previous decision and
 // judges each cluster's health once for all affinity terms.
 func (s *scheduler) buildNodes() error {
 	in := s.in
-	order := make([]int32, len(in.Clusters))
-	for i := range order {
-		order[i] = int32(i)
-	}
-	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(in.Clusters[a].Name, in.Clusters[b].Name) })
-	s.nodes = make([]node, len(order))
+	order := nameOrder(in.Clusters, s.ws)
+	s.ws.nodes = grow(s.ws.nodes, len(order))
+	s.nodes = s.ws.nodes
 	for i, o := range order {
-		s.nodes[i].c = &in.Clusters[o]
+		// Field by field: assigning a whole struct with pointers costs a bulk write barrier while
+		// the garbage collector runs, which dominated large fleets.
+		n := &s.nodes[i]
+		n.c, n.why, n.health.why = &in.Clusters[o], nil, nil
+		n.prev, n.share, n.free, n.hasRange = 0, 0, 0, false
 		if i > 0 && s.nodes[i-1].c.Name == s.nodes[i].c.Name {
 			return fmt.Errorf("%w: cluster %q appears more than once", ErrInvalidPlacement, s.nodes[i].c.Name)
 		}
@@ -143,20 +151,21 @@ func (s *scheduler) joinPrevious() {
 
 // attempt places the replicas within one affinity term, leaving shares and reasons on the nodes.
 func (s *scheduler) attempt(t *term) *UnschedulableError {
-	cands := make([]int32, 0, len(s.nodes))
+	cands := grow(s.ws.cands, len(s.nodes))[:0]
+	defer func() { s.ws.cands = cands }()
 	for i := range s.nodes {
 		n := &s.nodes[i]
-		n.share, n.reason, n.message = 0, "", ""
-		if ok, why := t.aff.match(n.c); !ok {
-			n.exclude(ReasonClusterAffinity, why)
+		n.share, n.why = 0, nil
+		if why := t.aff.match(n.c); why != nil {
+			n.exclude(why)
 			continue
 		}
-		if reason := s.spread.missingField(n.c); reason != "" {
-			n.exclude(reason, "a spread constraint groups clusters by this field and the cluster leaves it empty")
+		if why := s.spread.missingField(n.c); why != nil {
+			n.exclude(why)
 			continue
 		}
 		if n.health.elig == ineligible {
-			n.exclude(n.health.reason, n.health.message)
+			n.exclude(n.health.why)
 			continue
 		}
 		cands = append(cands, int32(i))
@@ -192,7 +201,7 @@ func (s *scheduler) markUnchosen(cands, chosen []int32) {
 			j++
 			continue
 		}
-		s.nodes[n].exclude(ReasonNotSelected, "spreadConstraints chose other clusters")
+		s.nodes[n].exclude(explNotSelected)
 	}
 }
 
@@ -200,8 +209,8 @@ func (s *scheduler) unschedulable(t *term, fit int, problem string) *Unschedulab
 	e := &UnschedulableError{AffinityName: t.name, Clusters: len(s.nodes), Fit: fit, Problem: problem}
 	for i := range s.nodes {
 		n := &s.nodes[i]
-		if n.reason != "" && n.reason != ReasonNotSelected {
-			e.Excluded = append(e.Excluded, Exclusion{Cluster: n.c.Name, Reason: n.reason, Message: n.message})
+		if n.why != nil && n.why != explNotSelected {
+			e.Excluded = append(e.Excluded, Exclusion{Cluster: n.c.Name, Reason: n.why.reason, Message: n.why.message})
 		}
 	}
 	return e
@@ -218,8 +227,9 @@ func (s *scheduler) decision(affinityName string) Decision {
 		}
 	}
 	d.Shares = make([]Share, 0, holders)
-	d.Excluded = make([]Exclusion, 0, len(s.nodes)-holders)
+	d.Excluded = make([]Exclusion, len(s.nodes)-holders)
 	owners := make([]int32, 0, holders) // owners[k] is the node of d.Shares[k]
+	k := 0
 	for i := range s.nodes {
 		n := &s.nodes[i]
 		if n.share > 0 {
@@ -227,10 +237,12 @@ func (s *scheduler) decision(affinityName string) Decision {
 			owners = append(owners, int32(i))
 			continue
 		}
-		if n.reason == "" {
-			n.reason, n.message = ReasonRoundedToZero, "the divisor method gave its weight no replica"
+		if n.why == nil {
+			n.why = explRoundedToZero
 		}
-		d.Excluded = append(d.Excluded, Exclusion{Cluster: n.c.Name, Reason: n.reason, Message: n.message})
+		e := &d.Excluded[k] // field by field, see buildNodes
+		e.Cluster, e.Reason, e.Message = n.c.Name, n.why.reason, n.why.message
+		k++
 	}
 	s.assignOrdinals(d.Shares, owners)
 	d.Primary = s.choosePrimary(d.Shares, owners)

@@ -22,8 +22,8 @@ type spreadSpec struct {
 type topologyConstraint struct {
 	field    string
 	min, max int // max 0 means no bound
-	// missing is the reason given to clusters that leave the field empty.
-	missing string
+	// missing explains the exclusion of clusters that leave the field empty.
+	missing *explanation
 }
 
 // compileSpread reads spreadConstraints with Karmada's defaults: an empty spreadByField is
@@ -57,11 +57,11 @@ func compileSpread(p *policyv1alpha1.Placement) (spreadSpec, error) {
 		case policyv1alpha1.SpreadByFieldCluster:
 			spec.clusterMin, spec.clusterMax = minGroups, c.MaxGroups
 		case policyv1alpha1.SpreadByFieldProvider:
-			byField[0] = &topologyConstraint{field: fieldProvider, min: minGroups, max: c.MaxGroups, missing: ReasonMissingProvider}
+			byField[0] = &topologyConstraint{field: fieldProvider, min: minGroups, max: c.MaxGroups, missing: explMissing[fieldProvider]}
 		case policyv1alpha1.SpreadByFieldRegion:
-			byField[1] = &topologyConstraint{field: fieldRegion, min: minGroups, max: c.MaxGroups, missing: ReasonMissingRegion}
+			byField[1] = &topologyConstraint{field: fieldRegion, min: minGroups, max: c.MaxGroups, missing: explMissing[fieldRegion]}
 		case policyv1alpha1.SpreadByFieldZone:
-			byField[2] = &topologyConstraint{field: fieldZone, min: minGroups, max: c.MaxGroups, missing: ReasonMissingZone}
+			byField[2] = &topologyConstraint{field: fieldZone, min: minGroups, max: c.MaxGroups, missing: explMissing[fieldZone]}
 		default:
 			return spec, fmt.Errorf("%w: %s.spreadByField %q is not supported: use cluster, region, zone or provider", ErrInvalidPlacement, path, field)
 		}
@@ -75,22 +75,50 @@ func compileSpread(p *policyv1alpha1.Placement) (spreadSpec, error) {
 	return spec, nil
 }
 
-// missingField returns the reason for a cluster that lacks a field a constraint spreads by, or "".
-// It applies even when the constraints do not select, as Karmada's filter plugin does.
-func (s *spreadSpec) missingField(c *Cluster) string {
+// missingField explains why a cluster lacks a field a constraint spreads by, or returns nil. It
+// applies even when the constraints do not select, as Karmada's filter plugin does.
+func (s *spreadSpec) missingField(c *Cluster) *explanation {
 	for i := range s.topology {
 		if clusterField(c, s.topology[i].field) == "" {
 			return s.topology[i].missing
 		}
 	}
-	return ""
+	return nil
 }
 
 // selection is the state of one run of selectBySpread.
 type selection struct {
 	chosen   []int32
 	capacity int64
-	groups   []map[string]struct{} // per topology constraint, the values chosen so far
+	// inGroup[t][g] says group g of topology constraint t has a chosen cluster; groups[t] counts them.
+	inGroup [][]bool
+	groups  []int
+}
+
+// groupIDs interns, once per decision, every cluster's value of each topology field as a small
+// integer, so selection tests group membership by indexing instead of hashing strings.
+func (s *scheduler) groupIDs() {
+	if s.groupOf != nil {
+		return
+	}
+	s.groupOf = make([][]int32, len(s.spread.topology))
+	s.groupCount = make([]int, len(s.spread.topology))
+	s.ws.group = grow(s.ws.group, len(s.spread.topology))
+	for t := range s.spread.topology {
+		ids := map[string]int32{}
+		s.ws.group[t] = grow(s.ws.group[t], len(s.nodes))
+		of := s.ws.group[t]
+		for i := range s.nodes {
+			v := clusterField(s.nodes[i].c, s.spread.topology[t].field)
+			id, ok := ids[v]
+			if !ok {
+				id = int32(len(ids))
+				ids[v] = id
+			}
+			of[i] = id
+		}
+		s.groupOf[t], s.groupCount[t] = of, len(ids)
+	}
 }
 
 // selectBySpread chooses the clusters the spread constraints allow, from cands (node indexes in
@@ -112,41 +140,65 @@ type selection struct {
 // matter.
 func (s *scheduler) selectBySpread(cands []int32, need int64) ([]int32, string) {
 	spec := &s.spread
-	ranked := slices.Clone(cands)
-	slices.SortFunc(ranked, s.rankOrder)
+	s.groupIDs()
+	ranked := s.ranked(cands)
 
-	sel := selection{chosen: make([]int32, 0, len(ranked)), groups: make([]map[string]struct{}, len(spec.topology))}
-	for i := range sel.groups {
-		sel.groups[i] = map[string]struct{}{}
+	sel := selection{chosen: grow(s.ws.chosen, len(ranked))[:0], inGroup: make([][]bool, len(spec.topology)), groups: make([]int, len(spec.topology))}
+	for t := range sel.inGroup {
+		sel.inGroup[t] = make([]bool, s.groupCount[t])
 	}
-	taken := make([]bool, len(ranked))
+	s.ws.taken = grow(s.ws.taken, len(ranked))
+	taken := s.ws.taken
+	clear(taken)
+	defer func() { s.ws.chosen = sel.chosen }()
 	full := func() bool { return spec.clusterMax > 0 && len(sel.chosen) >= spec.clusterMax }
 	take := func(r int) {
 		taken[r] = true
 		n := ranked[r]
 		sel.chosen = append(sel.chosen, n)
 		sel.capacity += s.nodes[n].capacity()
-		for i := range spec.topology {
-			sel.groups[i][clusterField(s.nodes[n].c, spec.topology[i].field)] = struct{}{}
+		for t := range spec.topology {
+			if g := s.groupOf[t][n]; !sel.inGroup[t][g] {
+				sel.inGroup[t][g] = true
+				sel.groups[t]++
+			}
 		}
 	}
 	// opens reports whether the cluster adds a group below minGroups, and whether it stays within
 	// every maxGroups.
 	opens := func(n int32) (useful, allowed bool) {
 		allowed = true
-		for i := range spec.topology {
-			t := &spec.topology[i]
-			if _, ok := sel.groups[i][clusterField(s.nodes[n].c, t.field)]; ok {
+		for t := range spec.topology {
+			if sel.inGroup[t][s.groupOf[t][n]] {
 				continue
 			}
-			if len(sel.groups[i]) < t.min {
+			c := &spec.topology[t]
+			if sel.groups[t] < c.min {
 				useful = true
 			}
-			if t.max > 0 && len(sel.groups[i]) >= t.max {
+			if c.max > 0 && sel.groups[t] >= c.max {
 				allowed = false
 			}
 		}
 		return useful, allowed
+	}
+	within := func(n int32) bool {
+		for t := range spec.topology {
+			if !sel.inGroup[t][s.groupOf[t][n]] {
+				return false
+			}
+		}
+		return true
+	}
+	fill := func() {
+		for r, n := range ranked {
+			if full() {
+				break
+			}
+			if !taken[r] && within(n) {
+				take(r)
+			}
+		}
 	}
 
 	// 0. Keep the clusters holding replicas, as far as the maxima allow: moving replicas only
@@ -160,31 +212,28 @@ func (s *scheduler) selectBySpread(cands []int32, need int64) ([]int32, string) 
 		}
 	}
 	// 1. Meet every minGroups with the best-ranked clusters.
+	unmet := func() bool {
+		for t := range spec.topology {
+			if sel.groups[t] < spec.topology[t].min {
+				return true
+			}
+		}
+		return false
+	}
 	for r, n := range ranked {
-		if full() {
+		if full() || !unmet() {
 			break
 		}
-		useful, allowed := opens(n)
-		if !taken[r] && useful && allowed {
+		if useful, allowed := opens(n); !taken[r] && useful && allowed {
 			take(r)
 		}
 	}
-	for i := range spec.topology {
-		if t := &spec.topology[i]; len(sel.groups[i]) < t.min {
-			return nil, s.groupShortfall(cands, t, len(sel.groups[i]))
+	for t := range spec.topology {
+		if c := &spec.topology[t]; sel.groups[t] < c.min {
+			return nil, s.groupShortfall(cands, t, sel.groups[t])
 		}
 	}
 	// 2. Fill the chosen groups.
-	fill := func() {
-		for r, n := range ranked {
-			if full() {
-				break
-			}
-			if !taken[r] && s.withinGroups(&sel, n) {
-				take(r)
-			}
-		}
-	}
 	fill()
 	// 3. Open more groups when clusters or room are short, and fill them too, so that choosing
 	// again from the chosen clusters gives the same clusters.
@@ -213,8 +262,39 @@ func (s *scheduler) selectBySpread(cands []int32, need int64) ([]int32, string) 
 	return sel.chosen, ""
 }
 
-// rankOrder ranks clusters for selection: holders of replicas first, bigger shares first (so a
-// tightened constraint moves as few replicas as possible), then more room, then name.
+// ranked orders candidates for selection: holders of replicas first, bigger shares first (so a
+// tightened constraint moves as few replicas as possible), then more room, then name. Each
+// candidate becomes one integer key, radix-sorted; shares and room above 2^20-1 (a million
+// replicas) rank as equal.
+func (s *scheduler) ranked(cands []int32) []int32 {
+	const (
+		field = 20
+		clamp = 1<<field - 1
+	)
+	if len(s.nodes) > indexMask {
+		out := slices.Clone(cands)
+		slices.SortFunc(out, s.rankOrder)
+		return out
+	}
+	s.ws.keys = grow(s.ws.keys, len(cands))
+	keys := s.ws.keys
+	for k, i := range cands {
+		n := &s.nodes[i]
+		prev := uint64(clamp - min(int64(n.prev), clamp))
+		room := uint64(clamp - min(n.capacity(), clamp))
+		keys[k] = prev<<(2*field+4) | room<<indexBits | uint64(i)
+	}
+	s.ws.scratch = grow(s.ws.scratch, len(cands))
+	radixSort(keys, s.ws.scratch)
+	s.ws.ranked = grow(s.ws.ranked, len(cands))
+	out := s.ws.ranked
+	for k, key := range keys {
+		out[k] = int32(key & indexMask)
+	}
+	return out
+}
+
+// rankOrder is the order of ranked, for fleets too large for integer keys.
 func (s *scheduler) rankOrder(a, b int32) int {
 	na, nb := &s.nodes[a], &s.nodes[b]
 	if na.prev != nb.prev {
@@ -230,15 +310,6 @@ func (s *scheduler) rankOrder(a, b int32) int {
 		return 1
 	}
 	return int(a) - int(b)
-}
-
-func (s *scheduler) withinGroups(sel *selection, n int32) bool {
-	for i := range s.spread.topology {
-		if _, ok := sel.groups[i][clusterField(s.nodes[n].c, s.spread.topology[i].field)]; !ok {
-			return false
-		}
-	}
-	return true
 }
 
 // swapForRoom replaces chosen clusters, lowest-ranked first, by the unchosen cluster with the most
@@ -270,11 +341,12 @@ func (s *scheduler) swapForRoom(sel *selection, ranked []int32, taken []bool, ne
 	}
 }
 
-// groupShortfall explains an unmet minGroups.
-func (s *scheduler) groupShortfall(cands []int32, t *topologyConstraint, chosen int) string {
-	distinct := map[string]struct{}{}
+// groupShortfall explains an unmet minGroups of topology constraint t.
+func (s *scheduler) groupShortfall(cands []int32, ti int, chosen int) string {
+	t := &s.spread.topology[ti]
+	distinct := map[int32]struct{}{}
 	for _, n := range cands {
-		distinct[clusterField(s.nodes[n].c, t.field)] = struct{}{}
+		distinct[s.groupOf[ti][n]] = struct{}{}
 	}
 	noun := t.field + "s"
 	if len(distinct) < t.min {

@@ -30,8 +30,9 @@ type party struct {
 // number of seats, the result for n+1 seats is the result for n seats plus one seat (house
 // monotonicity), and removing a party leaves the others' relative order intact (uniformity).
 // It returns how many seats were placed: fewer than asked only when the limits are exhausted.
-func apportion(parties []party, seats int64) int64 {
-	h := partyHeap{parties: parties, order: make([]int32, 0, len(parties))}
+func apportion(parties []party, seats int64, ws *workspace) int64 {
+	h := partyHeap{parties: parties, order: grow(ws.heap, len(parties))[:0]}
+	defer func() { ws.heap = h.order }()
 	for i := range parties {
 		parties[i].seats = 0
 		if parties[i].weight > 0 && parties[i].limit > 0 {

@@ -1,0 +1,61 @@
+package placement
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/dbfleet/dbfleet/api/v1alpha1"
+)
+
+func TestPrimary(t *testing.T) {
+	recently := t0.Add(-time.Second)
+	evicting := withTaint(notReady(ready("b", 9)), v1alpha1.TaintClusterUnreachable, corev1.TaintEffectNoExecute, &recently)
+	fleet := func(b Cluster) []Cluster { return []Cluster{ready("a", 9), b, ready("c", 9)} }
+	withPrimary := func(d *Decision, primary string) *Decision { d.Primary = primary; return d }
+	tests := []struct {
+		name       string
+		clusters   []Cluster
+		previous   *Decision
+		preferred  []string
+		switchover bool
+		want       string
+	}{
+		{name: "most replicas, ties by name", clusters: fleet(ready("b", 9)), previous: previous("a", 2, "b", 3, "c", 3), want: "b"},
+		{name: "preference over size", clusters: fleet(ready("b", 9)), previous: previous("a", 2, "b", 3, "c", 3), preferred: []string{"c"}, want: "c"},
+		{name: "a preference without a share is skipped", clusters: fleet(ready("b", 9)), previous: previous("a", 2, "b", 3, "c", 3), preferred: []string{"x", "a"}, want: "a"},
+		{name: "the current primary stays while healthy, whatever the preference", clusters: fleet(ready("b", 9)),
+			previous: withPrimary(previous("a", 2, "b", 3, "c", 3), "a"), preferred: []string{"c"}, want: "a"},
+		{name: "a switchover moves it to the first preferred cluster", clusters: fleet(ready("b", 9)),
+			previous: withPrimary(previous("a", 2, "b", 3, "c", 3), "a"), preferred: []string{"c"}, switchover: true, want: "c"},
+		{name: "it leaves an unready cluster for the preference", clusters: fleet(notReady(ready("b", 9))),
+			previous: withPrimary(previous("a", 2, "b", 3, "c", 3), "b"), preferred: []string{"b", "c"}, want: "c"},
+		{name: "it leaves a cluster counting down a NoExecute toleration", clusters: fleet(evicting),
+			previous: withPrimary(previous("a", 2, "b", 3, "c", 3), "b"), want: "c"},
+		{name: "it stays on an unhealthy cluster when no holder is healthy", clusters: []Cluster{notReady(ready("a", 9)), notReady(ready("b", 9))},
+			previous: withPrimary(previous("a", 2, "b", 3), "a"), want: "a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := dynamicPlacement()
+			p.ClusterTolerations = []corev1.Toleration{toleration(v1alpha1.TaintClusterUnreachable, corev1.TaintEffectNoExecute, ptr.To[int64](30))}
+			in := Input{Replicas: tt.previous.TotalReplicas(), Clusters: tt.clusters, Placement: p, Previous: tt.previous,
+				PreferredPrimaries: tt.preferred, Switchover: tt.switchover}
+			d := mustSchedule(t, in)
+			if d.Primary != tt.want {
+				t.Errorf("primary = %q, want %q (shares %s)", d.Primary, tt.want, sharesOf(d))
+			}
+		})
+	}
+}
+
+func TestPrimaryFollowsItsClusterLosingItsShare(t *testing.T) {
+	prev := previous("a", 2, "b", 2)
+	prev.Primary = "b"
+	d := mustSchedule(t, Input{Replicas: 4, Clusters: []Cluster{ready("a", 9), ready("c", 1)}, Placement: dynamicPlacement(), Previous: prev})
+	if d.Primary != "a" {
+		t.Errorf("primary = %q, want a (b is gone; a holds the most)", d.Primary)
+	}
+}

@@ -1,0 +1,40 @@
+package placement
+
+import "sync"
+
+// workspace holds the scratch memory of one decision. Decisions over thousands of clusters need
+// several arrays of that length; allocating them fresh each time costs more than computing the
+// decision (page faults and zeroing of large objects), so they are pooled. Only the Decision the
+// caller receives is freshly allocated.
+type workspace struct {
+	order   []int32
+	keys    []uint64
+	scratch []uint64
+	nodes   []node
+	cands   []int32
+	ranked  []int32
+	chosen  []int32
+	taken   []bool
+	group   [][]int32
+	weights []int64
+	parties []party
+	heap    []int32
+}
+
+var workspaces = sync.Pool{New: func() any { return new(workspace) }}
+
+// release returns the workspace to the pool, dropping the pointers into the caller's input so the
+// pool does not keep it alive.
+func (w *workspace) release() {
+	clear(w.nodes[:cap(w.nodes)])
+	workspaces.Put(w)
+}
+
+// grow returns s resized to n elements, reallocating only when its capacity is too small. The
+// elements are not cleared: callers overwrite every one they read.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n, n+n/4)
+	}
+	return s[:n]
+}
