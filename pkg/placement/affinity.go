@@ -21,11 +21,11 @@ const (
 // and no allocation. All its parts must match (Karmada's util.ClusterMatches).
 type affinity struct {
 	// path names the field in messages: "clusterAffinity" or "clusterAffinities[name]".
-	path     string
-	names    nameSet // empty: any name
-	exclude  nameSet
-	labels   []labelRequirement // all must match
-	fields   []fieldRequirement
+	path    string
+	names   nameSet // empty: any name
+	exclude nameSet
+	labels  []labelRequirement // all must match
+	fields  []fieldRequirement
 	// explanations, built once so exclusions share them.
 	excluded, notNamed, labelsMismatch, fieldsMismatch *explanation
 }

@@ -147,7 +147,7 @@ func TestTaintsAndReadiness(t *testing.T) {
 			tolerations: []corev1.Toleration{toleration("maintenance", "", nil)}, replicas: 4, want: "a=2 b=2"},
 		{name: "zero tolerationSeconds evicts at once", b: withTaint(notReady(ready("b", 10)), v1alpha1.TaintClusterNotReady, corev1.TaintEffectNoExecute, &recently),
 			tolerations: []corev1.Toleration{toleration(v1alpha1.TaintClusterNotReady, corev1.TaintEffectNoExecute, ptr.To[int64](0))},
-			previous: previous("a", 2, "b", 2), replicas: 4, want: "a=4", bReason: ReasonNotReadyTaint},
+			previous:    previous("a", 2, "b", 2), replicas: 4, want: "a=4", bReason: ReasonNotReadyTaint},
 		{name: "unready cluster gets nothing new", b: notReady(ready("b", 10)), replicas: 4, want: "a=4", bReason: ReasonNotReady},
 		{name: "unready cluster keeps its share", b: notReady(ready("b", 10)), previous: previous("a", 2, "b", 2), replicas: 5, want: "a=3 b=2"},
 		{name: "PreferNoSchedule is ignored", b: withTaint(ready("b", 10), "soft", corev1.TaintEffectPreferNoSchedule, nil), replicas: 4, want: "a=2 b=2"},
