@@ -34,13 +34,14 @@ generate: ## Generate deepcopy code for api/.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: manifests
-manifests: ## Generate the CRDs into deploy/crds.
+manifests: ## Generate the CRDs into deploy/crds and the hub's ClusterRole into deploy/hub/rbac.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:dir=deploy/crds
 	$(GO) run ./hack/crdbounds deploy/crds
+	$(CONTROLLER_GEN) rbac:roleName=dbfleet-hub paths=./pkg/hub/... output:rbac:dir=deploy/hub/rbac
 
 .PHONY: verify-generated
 verify-generated: generate manifests ## Fail when generated files are out of date.
-	@if [ -n "$$(git status --porcelain -- api deploy/crds)" ]; then git status --short -- api deploy/crds; git diff -- api deploy/crds | head -50; \
+	@if [ -n "$$(git status --porcelain -- api deploy/crds deploy/hub/rbac)" ]; then git status --short -- api deploy/crds deploy/hub/rbac; git diff -- api deploy/crds deploy/hub/rbac | head -50; \
 		echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; fi
 
 .PHONY: lint

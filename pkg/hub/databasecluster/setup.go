@@ -20,6 +20,15 @@ import (
 	"github.com/dbfleet/dbfleet/pkg/hub"
 )
 
+// The hub's RBAC is generated from these markers into deploy/hub/rbac (make manifests).
+// +kubebuilder:rbac:groups=dbfleet.io,resources=databaseclusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=dbfleet.io,resources=databaseclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=dbfleet.io,resources=databaseclusters/finalizers,verbs=update
+// +kubebuilder:rbac:groups=dbfleet.io,resources=propagationpolicies;clusterpropagationpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=dbfleet.io,resources=memberclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=dbfleet.io,resources=memberdatabases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
 // Setup registers the controller and its MemberDatabase index with the manager.
 func Setup(ctx context.Context, mgr ctrl.Manager, _ hub.Config) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &dbfleetv1alpha1.MemberDatabase{}, databaseRefIndex, indexDatabaseRef); err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"testing"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -47,13 +48,18 @@ func TestMain(m *testing.M) {
 // ends, or until the returned stop function is called (to simulate a hub restart).
 func startHub(t *testing.T) (stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 framework.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		// Each test runs its own manager; controller names repeat across them.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	return startHubAs(t, env.Config, ctrl.Options{})
+}
+
+// startHubAs runs the hub with the given identity and manager options (leader election, say).
+func startHubAs(t *testing.T, cfg *rest.Config, opts ctrl.Options) (stop func()) {
+	t.Helper()
+	opts.Scheme = framework.Scheme
+	opts.Metrics = metricsserver.Options{BindAddress: "0"}
+	opts.HealthProbeBindAddress = "0"
+	// Each test runs its own manager; controller names repeat across them.
+	opts.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

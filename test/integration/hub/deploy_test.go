@@ -1,0 +1,94 @@
+package hub
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/test/framework"
+)
+
+// renderHub renders deploy/hub the way a user installs it (kubectl apply -k).
+func renderHub(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Fatalf("kubectl is needed to render deploy/hub: %v", err)
+	}
+	out, err := exec.Command(kubectl, "kustomize", filepath.Join(framework.RepoRoot(), "deploy", "hub")).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize deploy/hub: %v", err)
+	}
+	objs, err := framework.DecodeObjects(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+func TestDeployRendersAndRunsWithLeastPrivilege(t *testing.T) {
+	ctx := context.Background()
+	objs := renderHub(t)
+	kinds := map[string]int{}
+	for _, obj := range objs {
+		kinds[obj.GetKind()]++
+		if obj.GetKind() == "CustomResourceDefinition" {
+			continue // envtest installed the same files
+		}
+		if err := env.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("apply %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+		if obj.GetKind() == "ClusterRole" || obj.GetKind() == "Role" {
+			assertNoWildcards(t, obj)
+		}
+	}
+	for kind, n := range map[string]int{"CustomResourceDefinition": 5, "Deployment": 1, "Service": 1, "ServiceAccount": 1,
+		"ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Namespace": 1} {
+		if kinds[kind] != n {
+			t.Errorf("deploy/hub renders %d %s, want %d", kinds[kind], kind, n)
+		}
+	}
+
+	// Run the hub as its ServiceAccount, with leader election as deployed: the RBAC is enough if a
+	// DatabaseCluster gets scheduled and propagated.
+	asHub := rest.CopyConfig(env.Config)
+	asHub.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:dbfleet-system:dbfleet-hub"}
+	startHubAs(t, asHub, ctrl.Options{
+		LeaderElection: true, LeaderElectionNamespace: "dbfleet-system", LeaderElectionID: "dbfleet-hub",
+		LeaderElectionReleaseOnCancel: true,
+	})
+	f := newFixture(t)
+	a := f.member("a", "r1", 100)
+	f.policy("spread", 0, map[string]string{"app": "orders"}, divided())
+	f.database("orders", 2, map[string]string{"app": "orders"})
+	f.waitMemberDatabases("orders", map[string]int32{a: 2})
+	f.waitDatabase("orders", "propagated", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return len(d.Status.Placements) == 1 && d.Status.Primary != nil && d.Finalizers != nil
+	})
+}
+
+func assertNoWildcards(t *testing.T, obj *unstructured.Unstructured) {
+	t.Helper()
+	role := &rbacv1.ClusterRole{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, role); err != nil {
+		t.Fatal(err)
+	}
+	for _, rule := range role.Rules {
+		for _, list := range [][]string{rule.APIGroups, rule.Resources, rule.Verbs} {
+			for _, v := range list {
+				if v == "*" {
+					t.Errorf("%s %s grants a wildcard: %+v", obj.GetKind(), obj.GetName(), rule)
+				}
+			}
+		}
+	}
+}
