@@ -16,6 +16,8 @@ type compiled struct {
 	// clusterAffinity (nil matching every cluster).
 	terms   []term
 	statics []staticRule
+	// tolerations are the placement's, with the defaults of EffectiveTolerations.
+	tolerations []corev1.Toleration
 }
 
 type term struct {
@@ -44,6 +46,7 @@ func compile(p *policyv1alpha1.Placement) (*compiled, error) {
 	if err := checkTolerations(p.ClusterTolerations); err != nil {
 		return nil, err
 	}
+	c.tolerations = EffectiveTolerations(p.ClusterTolerations)
 	spread, err := compileSpread(p)
 	if err != nil {
 		return nil, err

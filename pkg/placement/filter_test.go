@@ -115,6 +115,7 @@ func TestClusterAffinitiesFallBackInOrder(t *testing.T) {
 func TestTaintsAndReadiness(t *testing.T) {
 	longAgo := t0.Add(-time.Hour)
 	recently := t0.Add(-5 * time.Second)
+	elevenSecondsAgo := t0.Add(-11 * time.Second)
 	unreachableFor30s := []corev1.Toleration{toleration(v1alpha1.TaintClusterUnreachable, corev1.TaintEffectNoExecute, ptr.To[int64](30))}
 	tests := []struct {
 		name        string
@@ -133,8 +134,14 @@ func TestTaintsAndReadiness(t *testing.T) {
 			previous: previous("a", 2, "b", 2), replicas: 6, want: "a=4 b=2"},
 		{name: "NoSchedule share can shrink", b: withTaint(ready("b", 10), "dedicated", corev1.TaintEffectNoSchedule, nil),
 			previous: previous("a", 2, "b", 2), replicas: 2, want: "a=1 b=1"},
-		{name: "untolerated NoExecute evicts at once", b: withTaint(notReady(ready("b", 10)), v1alpha1.TaintClusterUnreachable, corev1.TaintEffectNoExecute, &recently),
-			previous: previous("a", 2, "b", 2), replicas: 4, want: "a=4", bReason: ReasonUnreachable},
+		{name: "untolerated NoExecute evicts at once", b: withTaint(ready("b", 10), "quarantine", corev1.TaintEffectNoExecute, &recently),
+			previous: previous("a", 2, "b", 2), replicas: 4, want: "a=4", bReason: "untolerated taint quarantine:NoExecute"},
+		{name: "the hub's health taints are tolerated 10s by default", b: withTaint(notReady(ready("b", 10)), v1alpha1.TaintClusterUnreachable, corev1.TaintEffectNoExecute, &recently),
+			previous: previous("a", 2, "b", 2), replicas: 4, want: "a=2 b=2"},
+		{name: "the default toleration runs out", b: withTaint(notReady(ready("b", 10)), v1alpha1.TaintClusterNotReady, corev1.TaintEffectNoExecute, &elevenSecondsAgo),
+			previous: previous("a", 2, "b", 2), replicas: 4, want: "a=4", bReason: ReasonNotReadyTaint},
+		{name: "an explicit toleration replaces the default", b: withTaint(notReady(ready("b", 10)), v1alpha1.TaintClusterUnreachable, corev1.TaintEffectNoExecute, &elevenSecondsAgo),
+			tolerations: unreachableFor30s, previous: previous("a", 2, "b", 2), replicas: 4, want: "a=2 b=2"},
 		{name: "tolerated NoExecute keeps the share until the toleration ends", b: withTaint(notReady(ready("b", 10)), v1alpha1.TaintClusterUnreachable, corev1.TaintEffectNoExecute, &recently),
 			tolerations: unreachableFor30s, previous: previous("a", 2, "b", 2), replicas: 4, want: "a=2 b=2"},
 		{name: "while tolerated it gains nothing", b: withTaint(notReady(ready("b", 10)), v1alpha1.TaintClusterUnreachable, corev1.TaintEffectNoExecute, &recently),
@@ -260,5 +267,24 @@ func TestZeroReplicas(t *testing.T) {
 		Previous: previous("a", 1)})
 	if len(d.Shares) != 0 || d.Primary != "" || len(d.Excluded) != 2 || d.Excluded[0].Reason != ReasonNoReplicas {
 		t.Errorf("zero replicas: %+v", d)
+	}
+}
+
+func TestNextEviction(t *testing.T) {
+	added := t0.Add(-4 * time.Second)
+	in := Input{Now: t0, Clusters: []Cluster{
+		withTaint(ready("a", 1), v1alpha1.TaintClusterUnreachable, corev1.TaintEffectNoExecute, &added),
+		withTaint(ready("b", 1), "maintenance", corev1.TaintEffectNoExecute, &added),
+	}}
+	next, ok := NextEviction(&in)
+	if !ok || !next.Equal(added.Add(DefaultTolerationSeconds*time.Second)) {
+		t.Errorf("NextEviction = %v, %v; want the default toleration's end %v", next, ok, added.Add(10*time.Second))
+	}
+	in.Placement.ClusterTolerations = []corev1.Toleration{toleration(v1alpha1.TaintClusterUnreachable, corev1.TaintEffectNoExecute, nil)}
+	if _, ok := NextEviction(&in); ok {
+		t.Error("a toleration without seconds never runs out")
+	}
+	if got := EffectiveTolerations(in.Placement.ClusterTolerations); len(got) != 2 || got[1].Key != v1alpha1.TaintClusterNotReady {
+		t.Errorf("EffectiveTolerations = %+v, want the explicit one plus the not-ready default", got)
 	}
 }

@@ -257,8 +257,23 @@ func checkPrimary(in Input, d Decision) []string {
 	return problems
 }
 
+// withDefaults adds DESIGN.md's 10 s tolerations of the hub's health taints when the placement
+// has none that tolerate them.
+func withDefaults(tolerations []corev1.Toleration) []corev1.Toleration {
+	out := slices.Clone(tolerations)
+	for _, key := range []string{"dbfleet.io/unreachable", "dbfleet.io/not-ready"} {
+		taint := corev1.Taint{Key: key, Effect: corev1.TaintEffectNoExecute}
+		if !slices.ContainsFunc(tolerations, func(t corev1.Toleration) bool { return t.ToleratesTaint(klog.Background(), &taint, false) }) {
+			ten := int64(10)
+			out = append(out, corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &ten})
+		}
+	}
+	return out
+}
+
 // oracleHealth says whether a NoExecute taint evicts the cluster, and whether it may gain replicas.
 func oracleHealth(c *Cluster, tolerations []corev1.Toleration, now time.Time) (evicted, mayGrow bool) {
+	tolerations = withDefaults(tolerations)
 	mayGrow = c.Ready
 	for i := range c.Taints {
 		taint := c.Taints[i]
@@ -301,6 +316,7 @@ func oracleHealth(c *Cluster, tolerations []corev1.Toleration, now time.Time) (e
 
 // evictingOracle says whether a NoExecute toleration is counting down on the cluster.
 func evictingOracle(c *Cluster, tolerations []corev1.Toleration, now time.Time) bool {
+	tolerations = withDefaults(tolerations)
 	for i := range c.Taints {
 		taint := c.Taints[i]
 		if taint.Effect != corev1.TaintEffectNoExecute {

@@ -109,7 +109,7 @@ func (s *scheduler) buildNodes() error {
 	s.joinPrevious()
 	for i := range s.nodes {
 		n := &s.nodes[i]
-		n.health = judgeHealth(n.c, n.prev > 0, in.Placement.ClusterTolerations, in.Now, &s.texts)
+		n.health = judgeHealth(n.c, n.prev > 0, s.tolerations, in.Now, &s.texts)
 		switch {
 		case n.health.elig != eligible:
 			n.free = 0
