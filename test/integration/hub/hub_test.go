@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -375,4 +376,55 @@ func equalConditions(a, b *dbfleetv1alpha1.DatabaseCluster) bool {
 		}
 	}
 	return true
+}
+
+func TestPolicyChangeMovesOnlyWhatItMust(t *testing.T) {
+	f := newFixture(t)
+	startHub(t)
+	a, b, c := f.member("a", "r1", 100), f.member("b", "r2", 100), f.member("c", "r3", 100)
+	pp := f.policy("spread", 0, map[string]string{"app": "orders"}, divided())
+	pp.Spec.Placement.ClusterAffinity.ClusterNames = []string{a, b}
+	if err := f.c.Update(f.ctx, pp); err != nil {
+		t.Fatal(err)
+	}
+	f.database("orders", 4, map[string]string{"app": "orders"})
+	before := f.waitDatabase("orders", "on a and b", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		s := shares(d)
+		return s[a] == 2 && s[b] == 2 && len(s) == 2
+	})
+	f.waitMemberDatabases("orders", shares(before))
+
+	// b leaves the policy: its replicas must move, a's must stay.
+	if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(pp), pp); err != nil {
+		t.Fatal(err)
+	}
+	pp.Spec.Placement.ClusterAffinity.ClusterNames = []string{a, c}
+	if err := f.c.Update(f.ctx, pp); err != nil {
+		t.Fatal(err)
+	}
+	after := f.waitDatabase("orders", "b emptied", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		_, onB := shares(d)[b]
+		return !onB && d.Status.Replicas == 4
+	})
+	if s := shares(after); s[a] < 2 {
+		t.Errorf("policy change took replicas from %s, which stayed eligible: %v", a, s)
+	}
+	f.waitMemberDatabases("orders", shares(after))
+
+	// The move is reported as an Event on the DatabaseCluster.
+	err := framework.WaitFor(f.ctx, framework.DefaultTimeout, "ReplicasMoved event", func(ctx context.Context) (bool, error) {
+		events := &eventsv1.EventList{}
+		if err := f.c.List(ctx, events, client.InNamespace(f.ns)); err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.Regarding.Name == "orders" && e.Reason == "ReplicasMoved" && containsAll(e.Note, b+" 2→0") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
 }

@@ -1,0 +1,129 @@
+package hub
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dbfleet/dbfleet/test/framework"
+)
+
+// freePort asks the kernel for a free 127.0.0.1 port.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestHubRunBinary builds cmd/hub and runs `hub run` as a user would: it must serve probes and
+// metrics, place a DatabaseCluster, and exit cleanly on SIGTERM.
+func TestHubRunBinary(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "hub")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/hub")
+	build.Dir = framework.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/hub: %v\n%s", err, out)
+	}
+	kubeconfig, err := env.Kubeconfig("hub-admin", "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kcPath := filepath.Join(dir, "hub.kubeconfig")
+	if err := os.WriteFile(kcPath, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// Bad flags fail at start-up with a message naming the flag.
+	out, err := exec.Command(bin, "run", "--kubeconfig", kcPath, "--controllers=*,-nope").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `unknown controller "nope"`) {
+		t.Errorf("hub run with an unknown controller: err=%v output=%s", err, out)
+	}
+
+	metricsPort, probePort := freePort(t), freePort(t)
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, "run", "--kubeconfig", kcPath, "--leader-elect=false",
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort))
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("hub logs:\n%s", logs.String())
+		}
+	})
+
+	ctx := context.Background()
+	get := func(port int, path string) (string, error) {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return "", fmt.Errorf("%s: %s", resp.Status, body)
+		}
+		return string(body), nil
+	}
+	if err := framework.WaitFor(ctx, framework.DefaultTimeout, "/readyz", func(context.Context) (bool, error) {
+		_, err := get(probePort, "/readyz")
+		return err == nil, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := get(probePort, "/healthz"); err != nil {
+		t.Errorf("/healthz: %v", err)
+	}
+
+	f := newFixture(t)
+	a := f.member("a", "r1", 100)
+	f.policy("spread", 0, map[string]string{"app": "orders"}, divided())
+	f.database("orders", 3, map[string]string{"app": "orders"})
+	f.waitMemberDatabases("orders", map[string]int32{a: 3})
+
+	metrics, err := get(metricsPort, "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"dbfleet_hub_scheduling_duration_seconds", "dbfleet_hub_placement_decisions_total",
+		"dbfleet_hub_memberdatabase_writes_total", "dbfleet_databasecluster_ready_replicas"} {
+		if !strings.Contains(metrics, name) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("hub run exited with %v after SIGTERM, want 0", err)
+		}
+	case <-time.After(framework.DefaultTimeout):
+		t.Error("hub run did not exit within 30s of SIGTERM")
+	}
+}
