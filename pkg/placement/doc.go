@@ -54,9 +54,10 @@
 //     Static weights keep (b) and (c) because Webster is house-monotone and uniform, and use the
 //     previous shares to break exact ties. The exceptions are deliberate: a raise or loss that makes
 //     the current clusterAffinities term unable to hold the replicas moves them to the next term;
-//     and spreadConstraints, which select clusters, may lean on a cluster that may only hold and
-//     whose share is scaled down to zero, after which the next decision reports the constraint as
-//     unmet.
+//     spreadConstraints, which select clusters, may lean on a cluster that may only hold and whose
+//     share is scaled down to zero, after which the next decision reports the constraint as unmet;
+//     and an earlier clusterAffinities term that a cluster that may only hold kept from holding the
+//     replicas (by filling its only slot) wins again once that cluster has lost its share.
 //   - Ordinals: ranges never overlap one another, the previous ranges of other clusters (also of
 //     clusters that left, whose pods may still be terminating) or Input.ReservedOrdinals. A share
 //     that did not grow keeps its start; one that grew keeps it when the new ordinals are free.

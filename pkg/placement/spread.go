@@ -314,7 +314,8 @@ func (s *scheduler) rankOrder(a, b int32) int {
 
 // swapForRoom replaces chosen clusters, lowest-ranked first, by the unchosen cluster with the most
 // room when that is more, until the room suffices. Clusters holding replicas are never swapped
-// out: moving their replicas is what stability forbids.
+// out, not even those that may not grow: taking their replicas to make room for more would break
+// house monotonicity; the placement is unschedulable instead.
 func (s *scheduler) swapForRoom(sel *selection, ranked []int32, taken []bool, need int64) {
 	pos := make(map[int32]int, len(ranked))
 	for r, n := range ranked {
