@@ -3,7 +3,6 @@ package databasecluster
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -125,7 +124,7 @@ func aggregate(s *scope) {
 		set(dbfleetv1alpha1.ConditionPropagated, metav1.ConditionFalse, ReasonNotScheduled, "nothing is placed yet")
 	case len(failed) > 0:
 		slices.Sort(failed)
-		set(dbfleetv1alpha1.ConditionPropagated, metav1.ConditionFalse, ReasonPropagationFailed, strings.Join(failed, "; "))
+		set(dbfleetv1alpha1.ConditionPropagated, metav1.ConditionFalse, ReasonPropagationFailed, listSome(failed))
 	default:
 		set(dbfleetv1alpha1.ConditionPropagated, metav1.ConditionTrue, ReasonAllPropagated,
 			fmt.Sprintf("MemberDatabases written to %d clusters", len(dbc.Status.Placements)))
@@ -150,20 +149,20 @@ func aggregate(s *scope) {
 	}
 
 	if len(progressing) > 0 {
-		set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, "rolling out: "+strings.Join(progressing, ", "))
+		set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, "rolling out: "+listSome(progressing))
 	} else {
 		set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionFalse, ReasonUpToDate, "every share is up to date")
 	}
 
 	switch {
 	case len(unknown) > 0:
-		msg := "agents silent: " + strings.Join(unknown, ", ")
+		msg := "agents silent: " + listSome(unknown)
 		if len(degraded) > 0 {
-			msg += "; degraded: " + strings.Join(degraded, ", ")
+			msg += "; degraded: " + listSome(degraded)
 		}
 		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionTrue, ReasonSharesUnknown, msg)
 	case len(degraded) > 0:
-		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionTrue, ReasonSharesDegraded, "degraded: "+strings.Join(degraded, ", "))
+		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionTrue, ReasonSharesDegraded, "degraded: "+listSome(degraded))
 	default:
 		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonHealthy, "no share is degraded")
 	}

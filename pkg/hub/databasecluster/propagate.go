@@ -48,7 +48,7 @@ func (r *Reconciler) propagate(ctx context.Context, s *scope) error {
 	slices.Sort(clusters)
 	for _, cluster := range clusters {
 		r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, "PropagationFailed", "Propagate",
-			"cluster %s: %v", cluster, s.propagationErrors[cluster])
+			"%s", truncate(fmt.Sprintf("cluster %s: %v", cluster, s.propagationErrors[cluster])))
 	}
 	return fmt.Errorf("%w for clusters %v", errPropagation, clusters)
 }

@@ -7,11 +7,12 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/placement"
@@ -26,81 +27,112 @@ const (
 	ReasonInvalidPlacement = "InvalidPlacement"
 )
 
-// schedule binds the winning policy and runs the placement engine, recording the result in
-// status.policy, status.placements, status.primary and the Scheduled condition. When nothing can
-// be scheduled the previous placement stays: losing a policy or every cluster never deletes data.
-// It returns how soon a time-based change (a NoExecute toleration running out) needs another look.
-func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, error) {
-	dbc := s.dbc
-	match, err := r.matchPolicy(ctx, dbc)
-	if err != nil {
-		return 0, err
-	}
-	if match == nil {
-		dbc.Status.Policy = nil
-		r.setScheduled(dbc, metav1.ConditionFalse, ReasonNoPolicy,
-			"no PropagationPolicy or ClusterPropagationPolicy selects this DatabaseCluster; current placement (if any) is kept")
-		decisions.WithLabelValues(ReasonNoPolicy).Inc()
-		return 0, nil
-	}
-	dbc.Status.Policy = &match.Ref
+// Outcome is what scheduling decided for one DatabaseCluster.
+type Outcome struct {
+	// Match is the winning policy; nil means NoPolicy.
+	Match *policy.Match
+	// Decision is the placement; nil when none was made (no policy, or Err).
+	Decision *placement.Decision
+	// Err is why no placement was made: a *placement.UnschedulableError or an invalid placement.
+	Err error
+	// Reason is the Scheduled condition's reason.
+	Reason string
+	// Moves describe changed shares, e.g. "east 2→3", sorted.
+	Moves []string
+	// PrimaryMoved is set when the primary changed cluster; Primary then holds the new one.
+	PrimaryMoved bool
+	// PrimaryFrom is the cluster the primary left ("none" for a first primary).
+	PrimaryFrom string
+	// RequeueAfter is when a NoExecute toleration runs out and the placement may change; zero if
+	// none is pending.
+	RequeueAfter time.Duration
+}
 
-	now := r.Clock.Now()
+// Schedule binds the winning policy and places dbc, writing status.policy, status.placements,
+// status.clusters, status.primary and the Scheduled condition. It is pure: the hub and `hub plan`
+// both call it. When nothing can be scheduled the previous placement stays: losing a policy or
+// every cluster never deletes data.
+func Schedule(dbc *dbfleetv1alpha1.DatabaseCluster, pps []dbfleetv1alpha1.PropagationPolicy,
+	cpps []dbfleetv1alpha1.ClusterPropagationPolicy, members map[string]*dbfleetv1alpha1.MemberCluster, now time.Time) Outcome {
+	out := Outcome{Match: policy.Select(dbc, pps, cpps)}
+	if out.Match == nil {
+		dbc.Status.Policy = nil
+		out.Reason = ReasonNoPolicy
+		setScheduled(dbc, metav1.ConditionFalse, ReasonNoPolicy,
+			"no PropagationPolicy or ClusterPropagationPolicy selects this DatabaseCluster; current placement (if any) is kept")
+		return out
+	}
+	dbc.Status.Policy = &out.Match.Ref
+
 	in := placement.Input{
 		Replicas:  dbc.Spec.Replicas,
-		Placement: match.Spec.Placement,
-		Clusters:  clusterSnapshot(s.members, dbc.Spec.Resources.Requests),
+		Placement: out.Match.Spec.Placement,
+		Clusters:  clusterSnapshot(members, dbc.Spec.Resources.Requests),
 		Previous:  previousDecision(dbc),
 		Now:       now,
 	}
 	if dbc.Spec.Primary != nil {
 		in.PreferredPrimaries = dbc.Spec.Primary.PreferredClusters
 	}
-	start := time.Now()
+	if next, ok := placement.NextEviction(&in); ok && next.After(now) {
+		out.RequeueAfter = next.Sub(now)
+	}
 	decision, err := placement.Schedule(in)
-	schedulingSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
-		reason := ReasonUnschedulable
+		out.Err, out.Reason = err, ReasonUnschedulable
 		var unschedulable *placement.UnschedulableError
 		if !errors.As(err, &unschedulable) {
-			reason = ReasonInvalidPlacement
+			out.Reason = ReasonInvalidPlacement
 		}
-		decisions.WithLabelValues(reason).Inc()
-		if r.setScheduled(dbc, metav1.ConditionFalse, reason, err.Error()+"; current placement (if any) is kept") {
-			r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, reason, "Schedule", "%v", err)
-		}
-		return requeueForTaints(s.members, match.Spec.Placement.ClusterTolerations, now), nil
+		setScheduled(dbc, metav1.ConditionFalse, out.Reason, err.Error()+"; current placement (if any) is kept")
+		return out
 	}
-	decisions.WithLabelValues(ReasonScheduled).Inc()
-	r.applyDecision(dbc, decision, now)
-	return requeueForTaints(s.members, match.Spec.Placement.ClusterTolerations, now), nil
+	out.Decision, out.Reason = &decision, ReasonScheduled
+	applyDecision(dbc, decision, now, &out)
+	return out
 }
 
-func (r *Reconciler) matchPolicy(ctx context.Context, dbc *dbfleetv1alpha1.DatabaseCluster) (*policy.Match, error) {
+// schedule runs Schedule for the reconciler, with its metrics and Events.
+func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, error) {
+	dbc := s.dbc
 	pps := &dbfleetv1alpha1.PropagationPolicyList{}
-	if err := r.Client.List(ctx, pps, clientInNamespace(dbc.Namespace)); err != nil {
-		return nil, fmt.Errorf("list PropagationPolicies: %w", err)
+	if err := r.Client.List(ctx, pps, client.InNamespace(dbc.Namespace)); err != nil {
+		return 0, fmt.Errorf("list PropagationPolicies: %w", err)
 	}
 	cpps := &dbfleetv1alpha1.ClusterPropagationPolicyList{}
 	if err := r.Client.List(ctx, cpps); err != nil {
-		return nil, fmt.Errorf("list ClusterPropagationPolicies: %w", err)
+		return 0, fmt.Errorf("list ClusterPropagationPolicies: %w", err)
 	}
-	return policy.Select(dbc, pps.Items, cpps.Items), nil
+	before := meta.FindStatusCondition(dbc.Status.Conditions, dbfleetv1alpha1.ConditionScheduled).DeepCopy()
+	start := time.Now()
+	out := Schedule(dbc, pps.Items, cpps.Items, s.members, r.Clock.Now())
+	schedulingSeconds.Observe(time.Since(start).Seconds())
+	decisions.WithLabelValues(out.Reason).Inc()
+
+	after := meta.FindStatusCondition(dbc.Status.Conditions, dbfleetv1alpha1.ConditionScheduled)
+	if out.Err != nil && (before == nil || before.Reason != after.Reason || before.Message != after.Message) {
+		r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, out.Reason, "Schedule", "%s", truncate(out.Err.Error()))
+	}
+	if out.PrimaryMoved {
+		r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, "PrimaryChanged", "Schedule",
+			"primary moved from %s to %s at epoch %d", out.PrimaryFrom, dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch)
+	}
+	if len(out.Moves) > 0 {
+		r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, "ReplicasMoved", "Schedule", "%s", listSome(out.Moves))
+	}
+	return out.RequeueAfter, nil
 }
 
 // applyDecision writes a successful decision into the status, moving the primary epoch on when
-// the primary changes cluster, and tells the user what moved.
-func (r *Reconciler) applyDecision(dbc *dbfleetv1alpha1.DatabaseCluster, d placement.Decision, now time.Time) {
+// the primary changes cluster, and notes what moved in out.
+func applyDecision(dbc *dbfleetv1alpha1.DatabaseCluster, d placement.Decision, now time.Time, out *Outcome) {
 	old := map[string]int32{}
-	for _, p := range dbc.Status.Placements {
-		old[p.Cluster] = p.Replicas
-	}
 	byCluster := map[string]dbfleetv1alpha1.ClusterPlacement{}
 	for _, p := range dbc.Status.Placements {
+		old[p.Cluster] = p.Replicas
 		byCluster[p.Cluster] = p
 	}
 	placements := make([]dbfleetv1alpha1.ClusterPlacement, 0, len(d.Shares))
-	var moves []string
 	for _, share := range d.Shares {
 		p := byCluster[share.Cluster] // keeps the last aggregated readiness until aggregate runs
 		p.Cluster, p.Replicas, p.Ordinals = share.Cluster, share.Replicas, share.Ordinals
@@ -110,14 +142,14 @@ func (r *Reconciler) applyDecision(dbc *dbfleetv1alpha1.DatabaseCluster, d place
 		}
 		placements = append(placements, p)
 		if was := old[share.Cluster]; was != share.Replicas {
-			moves = append(moves, fmt.Sprintf("%s %d→%d", share.Cluster, was, share.Replicas))
+			out.Moves = append(out.Moves, fmt.Sprintf("%s %d→%d", share.Cluster, was, share.Replicas))
 		}
 		delete(old, share.Cluster)
 	}
 	for cluster, was := range old {
-		moves = append(moves, fmt.Sprintf("%s %d→0", cluster, was))
+		out.Moves = append(out.Moves, fmt.Sprintf("%s %d→0", cluster, was))
 	}
-	slices.Sort(moves)
+	slices.Sort(out.Moves)
 	dbc.Status.Placements = placements
 
 	names := make([]string, len(placements))
@@ -128,28 +160,28 @@ func (r *Reconciler) applyDecision(dbc *dbfleetv1alpha1.DatabaseCluster, d place
 
 	if d.Primary != "" && (dbc.Status.Primary == nil || dbc.Status.Primary.Cluster != d.Primary) {
 		epoch := int64(1)
-		from := "none"
+		out.PrimaryFrom = "none"
 		if dbc.Status.Primary != nil {
 			epoch = dbc.Status.Primary.Epoch + 1
-			from = dbc.Status.Primary.Cluster
+			out.PrimaryFrom = dbc.Status.Primary.Cluster
 		}
 		since := metav1.NewTime(now)
 		dbc.Status.Primary = &dbfleetv1alpha1.PrimaryStatus{Cluster: d.Primary, Epoch: epoch, Since: &since}
-		r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, "PrimaryChanged", "Schedule",
-			"primary moved from %s to %s at epoch %d", from, d.Primary, epoch)
+		out.PrimaryMoved = true
 	}
-
-	msg := scheduledMessage(d)
-	r.setScheduled(dbc, metav1.ConditionTrue, ReasonScheduled, msg)
-	if len(moves) > 0 {
-		r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, "ReplicasMoved", "Schedule", "%s (%s)", strings.Join(moves, ", "), msg)
-	}
+	setScheduled(dbc, metav1.ConditionTrue, ReasonScheduled, scheduledMessage(d))
 }
 
+// scheduledMessage summarises a decision for the Scheduled condition. Clusters not chosen are
+// grouped by reason with a few names each, so the message stays short on a fleet of thousands.
 func scheduledMessage(d placement.Decision) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d replicas on", d.TotalReplicas())
 	for i, share := range d.Shares {
+		if i == maxListed {
+			fmt.Fprintf(&b, " and %d more clusters", len(d.Shares)-maxListed)
+			break
+		}
 		if i > 0 {
 			b.WriteString(",")
 		}
@@ -159,19 +191,39 @@ func scheduledMessage(d placement.Decision) string {
 		fmt.Fprintf(&b, "; primary on %s", d.Primary)
 	}
 	if len(d.Excluded) > 0 {
+		byReason := map[string][]string{}
+		var reasons []string
+		for _, e := range d.Excluded {
+			if _, seen := byReason[e.Reason]; !seen {
+				reasons = append(reasons, e.Reason)
+			}
+			byReason[e.Reason] = append(byReason[e.Reason], e.Cluster)
+		}
+		slices.Sort(reasons)
 		b.WriteString("; not chosen:")
-		for i, e := range d.Excluded {
+		for i, reason := range reasons {
 			if i > 0 {
 				b.WriteString(",")
 			}
-			fmt.Fprintf(&b, " %s (%s)", e.Cluster, e.Reason)
+			fmt.Fprintf(&b, " %d %s (%s)", len(byReason[reason]), reason, listSome(byReason[reason]))
 		}
 	}
 	return b.String()
 }
 
+// maxListed bounds how many cluster names a message or Event lists.
+const maxListed = 5
+
+// listSome joins up to maxListed names, saying how many more there are.
+func listSome(names []string) string {
+	if len(names) <= maxListed {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:maxListed], ", "), len(names)-maxListed)
+}
+
 // setScheduled sets the Scheduled condition and reports whether it changed.
-func (r *Reconciler) setScheduled(dbc *dbfleetv1alpha1.DatabaseCluster, status metav1.ConditionStatus, reason, message string) bool {
+func setScheduled(dbc *dbfleetv1alpha1.DatabaseCluster, status metav1.ConditionStatus, reason, message string) bool {
 	return meta.SetStatusCondition(&dbc.Status.Conditions, metav1.Condition{
 		Type: dbfleetv1alpha1.ConditionScheduled, Status: status, Reason: reason, Message: message,
 		ObservedGeneration: dbc.Generation,
@@ -214,27 +266,15 @@ func clusterSnapshot(members map[string]*dbfleetv1alpha1.MemberCluster, requests
 	return clusters
 }
 
-// requeueForTaints returns how long until the earliest toleration of a NoExecute taint runs out,
-// so that the eviction happens on time even if nothing else changes; zero when none is pending.
-func requeueForTaints(members map[string]*dbfleetv1alpha1.MemberCluster, tolerations []corev1.Toleration, now time.Time) time.Duration {
-	var next time.Duration
-	for _, mc := range members {
-		for i := range mc.Spec.Taints {
-			taint := &mc.Spec.Taints[i]
-			if taint.Effect != corev1.TaintEffectNoExecute || taint.TimeAdded == nil {
-				continue
-			}
-			for j := range tolerations {
-				tol := &tolerations[j]
-				if tol.TolerationSeconds == nil || !tol.ToleratesTaint(logr.Discard(), taint, false) {
-					continue
-				}
-				left := taint.TimeAdded.Add(time.Duration(*tol.TolerationSeconds) * time.Second).Sub(now)
-				if left > 0 && (next == 0 || left < next) {
-					next = left
-				}
-			}
-		}
+// truncate keeps an Event note within the API's 1024 characters.
+func truncate(s string) string {
+	const limit = 1000
+	if len(s) <= limit {
+		return s
 	}
-	return next
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

@@ -125,6 +125,3 @@ func (r *Reconciler) databases(ctx context.Context, opts ...client.ListOption) [
 	}
 	return reqs
 }
-
-// clientInNamespace is a list option for one namespace.
-func clientInNamespace(ns string) client.ListOption { return client.InNamespace(ns) }
