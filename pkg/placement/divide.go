@@ -70,6 +70,7 @@ func (s *scheduler) divideStatic(chosen []int32) string {
 		}
 	}
 	parties := grow(s.ws.parties, len(chosen))[:0]
+	defer func() { s.ws.parties = parties }()
 	for k, i := range chosen {
 		n := &s.nodes[i]
 		if weights[k] == 0 {
@@ -147,6 +148,7 @@ func (s *scheduler) scaleDown(chosen []int32, want int64) {
 		}
 	}
 	parties := grow(s.ws.parties, len(holders))
+	defer func() { s.ws.parties = parties }()
 	for k, i := range holders {
 		p := s.nodes[i].prev
 		parties[k] = party{node: i, weight: int64(p), limit: p, favoured: p}
@@ -176,6 +178,7 @@ func (s *scheduler) scaleUp(chosen []int32, extra int64) string {
 		targets = s.fewestFor(chosen, extra)
 	}
 	parties := grow(s.ws.parties, len(targets))[:0]
+	defer func() { s.ws.parties = parties }()
 	for _, i := range targets {
 		if f := s.nodes[i].free; f > 0 {
 			parties = append(parties, party{node: i, weight: f, limit: int32(min(f, noLimit))})

@@ -26,7 +26,7 @@ var workspaces = sync.Pool{New: func() any { return new(workspace) }}
 // release returns the workspace to the pool, dropping the pointers into the caller's input so the
 // pool does not keep it alive.
 func (w *workspace) release() {
-	clear(w.nodes[:cap(w.nodes)])
+	clear(w.nodes) // beyond len was cleared by earlier releases
 	workspaces.Put(w)
 }
 
