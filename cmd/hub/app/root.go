@@ -13,6 +13,6 @@ func NewHubCommand() *cobra.Command {
 according to PropagationPolicies, and aggregates what the member agents report.`,
 		SilenceUsage: true,
 	}
-	cmd.AddCommand(newRunCommand())
+	cmd.AddCommand(newRunCommand(), newPlanCommand())
 	return cmd
 }

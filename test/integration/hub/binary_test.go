@@ -104,6 +104,13 @@ func TestHubRunBinary(t *testing.T) {
 	f.database("orders", 3, map[string]string{"app": "orders"})
 	f.waitMemberDatabases("orders", map[string]int32{a: 3})
 
+	// hub plan reads the same fleet from the live hub and agrees with what the hub did.
+	planOut, err := exec.Command(bin, "plan", "--kubeconfig", kcPath, "-n", f.ns).CombinedOutput()
+	if err != nil || !strings.Contains(string(planOut), "DatabaseCluster "+f.ns+"/orders: 3 replicas") ||
+		!strings.Contains(string(planOut), a) {
+		t.Errorf("hub plan --kubeconfig: err=%v\n%s", err, planOut)
+	}
+
 	metrics, err := get(metricsPort, "/metrics")
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,60 @@
+package plan
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/hub/databasecluster"
+	"github.com/dbfleet/dbfleet/pkg/placement"
+)
+
+// Result is the plan of one DatabaseCluster: the object with the status the hub would write, and
+// what the engine decided.
+type Result struct {
+	Database *dbfleetv1alpha1.DatabaseCluster
+	Outcome  databasecluster.Outcome
+	// Excluded lists every cluster without a share and why.
+	Excluded []placement.Exclusion
+}
+
+// Schedulable reports whether the DatabaseCluster got a placement.
+func (r *Result) Schedulable() bool { return r.Outcome.Decision != nil }
+
+// Run plans every DatabaseCluster of the fleet, sorted by namespace and name.
+func Run(f *Fleet, now time.Time) []Result {
+	members := make(map[string]*dbfleetv1alpha1.MemberCluster, len(f.Members))
+	for i := range f.Members {
+		members[f.Members[i].Name] = &f.Members[i]
+	}
+	results := make([]Result, 0, len(f.Databases))
+	for i := range f.Databases {
+		dbc := f.Databases[i].DeepCopy()
+		out := databasecluster.Schedule(dbc, f.Policies, f.Cluster, members, now)
+		dbc.Status.ObservedGeneration = dbc.Generation
+		r := Result{Database: dbc, Outcome: out}
+		switch {
+		case out.Decision != nil:
+			r.Excluded = out.Decision.Excluded
+		case out.Err != nil:
+			var u *placement.UnschedulableError
+			if errors.As(out.Err, &u) {
+				r.Excluded = u.Excluded
+			}
+		}
+		results = append(results, r)
+	}
+	slices.SortFunc(results, func(a, b Result) int {
+		if c := strings.Compare(a.Database.Namespace, b.Database.Namespace); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Database.Name, b.Database.Name)
+	})
+	return results
+}
+
+func bufioReader(data []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(data)) }
