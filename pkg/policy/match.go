@@ -34,7 +34,7 @@ type Match struct {
 }
 
 // Select returns the winning policy for dbc, or nil when none selects it. PropagationPolicies in
-// other namespaces than dbc's are ignored.
+// other namespaces than dbc's, and policies being deleted, are ignored.
 func Select(dbc *dbfleetv1alpha1.DatabaseCluster, pps []dbfleetv1alpha1.PropagationPolicy, cpps []dbfleetv1alpha1.ClusterPropagationPolicy) *Match {
 	var best *Match
 	consider := func(m *Match) {
@@ -44,7 +44,8 @@ func Select(dbc *dbfleetv1alpha1.DatabaseCluster, pps []dbfleetv1alpha1.Propagat
 	}
 	for i := range pps {
 		pp := &pps[i]
-		if pp.Namespace != dbc.Namespace {
+		// A policy being deleted no longer binds anything, as in Karmada.
+		if pp.Namespace != dbc.Namespace || !pp.DeletionTimestamp.IsZero() {
 			continue
 		}
 		consider(&Match{
@@ -56,6 +57,9 @@ func Select(dbc *dbfleetv1alpha1.DatabaseCluster, pps []dbfleetv1alpha1.Propagat
 	}
 	for i := range cpps {
 		cpp := &cpps[i]
+		if !cpp.DeletionTimestamp.IsZero() {
+			continue
+		}
 		consider(&Match{
 			Ref:       dbfleetv1alpha1.PolicyReference{Kind: "ClusterPropagationPolicy", Name: cpp.Name},
 			Spec:      &cpp.Spec,

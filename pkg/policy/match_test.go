@@ -89,6 +89,20 @@ func TestSelect(t *testing.T) {
 	}
 }
 
+func TestSelectSkipsPoliciesBeingDeleted(t *testing.T) {
+	orders := dbc("shop", "orders", map[string]string{"tier": "critical"})
+	now := metav1.Now()
+	going := pp("shop", "going", ptr.To[int32](10), byName)
+	going.DeletionTimestamp = &now
+	goingCluster := cpp("going-too", ptr.To[int32](10), byName)
+	goingCluster.DeletionTimestamp = &now
+	got := Select(orders, []dbfleetv1alpha1.PropagationPolicy{going, pp("shop", "stays", nil, byLabel)},
+		[]dbfleetv1alpha1.ClusterPropagationPolicy{goingCluster})
+	if got == nil || got.Ref.Name != "stays" {
+		t.Errorf("Select() = %+v, want the policy that is not being deleted", got)
+	}
+}
+
 func TestSelectIgnoresInputOrder(t *testing.T) {
 	orders := dbc("shop", "orders", map[string]string{"tier": "critical"})
 	a := []dbfleetv1alpha1.PropagationPolicy{pp("shop", "x", nil, byLabel), pp("shop", "y", nil, byLabel)}
