@@ -22,7 +22,9 @@ func runPlan(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
-func sample(name string) string { return filepath.Join("..", "..", "..", "deploy", "samples", "plan", name) }
+func sample(name string) string {
+	return filepath.Join("..", "..", "..", "deploy", "samples", "plan", name)
+}
 
 // TestPlanReproducesKarmadaExamples checks Karmada's documented divisions through `hub plan -o json`.
 func TestPlanReproducesKarmadaExamples(t *testing.T) {
