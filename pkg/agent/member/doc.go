@@ -1,0 +1,12 @@
+// Package member is the member-side reconciler: it turns a MemberDatabase on the hub into a
+// StatefulSet, a headless Service and PodDisruptionBudgets in one member cluster, labels each pod
+// with its role, and reports the share's status back to the MemberDatabase.
+//
+// It is written once on multicluster-runtime: MemberDatabases are watched in the manager's local
+// cluster (the hub) and each is reconciled into the engaged cluster its dbfleet.io/cluster label
+// names. The agent engages its own member cluster (Pull); the hub engages Push members through
+// kubeconfig Secrets. MemberDatabases of clusters that are not engaged are left alone.
+//
+// It only ever touches objects carrying its managed-by label: anything else with the same name is
+// reported as a conflict, never adopted, changed or deleted.
+package member

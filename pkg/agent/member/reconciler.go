@@ -1,0 +1,227 @@
+package member
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+)
+
+// FieldOwner is the server-side apply field manager of everything the agent writes.
+const FieldOwner = client.FieldOwner("dbfleet-agent")
+
+// Reconciler applies MemberDatabases from the hub (the manager's local cluster) into the engaged
+// member cluster each one names.
+type Reconciler struct {
+	Manager mcmanager.Manager
+}
+
+// conflictError says an object the agent would manage exists but was not created by it.
+type conflictError struct{ kind, key string }
+
+func (e *conflictError) Error() string {
+	return fmt.Sprintf("%s %s exists and was not created by dbfleet (no %s=%s label): refusing to touch it",
+		e.kind, e.key, LabelManagedBy, ManagedByAgent)
+}
+
+func isConflict(err error) bool {
+	var c *conflictError
+	return errors.As(err, &c)
+}
+
+// Reconcile implements mcreconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx).WithValues("cluster", req.ClusterName, "namespace", req.Namespace, "name", req.Name)
+	ctx = ctrl.LoggerInto(ctx, log)
+
+	hub := r.Manager.GetLocalManager().GetClient()
+	mdb := &dbfleetv1alpha1.MemberDatabase{}
+	if err := hub.Get(ctx, req.NamespacedName, mdb); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if mdb.Labels[dbfleetv1alpha1.LabelCluster] != req.ClusterName || mdb.Namespace != dbfleetv1alpha1.MemberNamespace(req.ClusterName) {
+		return ctrl.Result{}, nil // not this cluster's share
+	}
+	cl, err := r.Manager.GetCluster(ctx, req.ClusterName)
+	if errors.Is(err, multicluster.ErrClusterNotFound) {
+		return ctrl.Result{}, nil // a cluster someone else serves (an agent, or the hub for Push)
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	member := cl.GetClient()
+
+	if !mdb.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.cleanup(ctx, hub, member, mdb)
+	}
+	if !controllerutil.ContainsFinalizer(mdb, dbfleetv1alpha1.MemberDatabaseFinalizer) {
+		patched := mdb.DeepCopy()
+		controllerutil.AddFinalizer(patched, dbfleetv1alpha1.MemberDatabaseFinalizer)
+		if err := hub.Patch(ctx, patched, client.MergeFrom(mdb)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+		mdb = patched
+	}
+
+	before := mdb.DeepCopy()
+	sts, applyErr := apply(ctx, member, mdb)
+	if applyErr == nil {
+		applyErr = labelPods(ctx, member, mdb)
+	}
+	setStatus(mdb, sts, applyErr)
+	if !equality.Semantic.DeepEqual(before.Status, mdb.Status) {
+		if err := hub.Status().Patch(ctx, mdb, client.MergeFrom(before)); err != nil {
+			return ctrl.Result{}, errors.Join(applyErr, fmt.Errorf("report status: %w", err))
+		}
+	}
+	if isConflict(applyErr) {
+		return ctrl.Result{}, nil // reported; retrying cannot fix it, a change to the object will
+	}
+	return ctrl.Result{}, applyErr
+}
+
+// apply server-side applies the namespace, Service, StatefulSet and PDBs of a share, refusing to
+// touch any object the agent did not create. It returns the StatefulSet as the API server has it.
+func apply(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase) (*appsv1.StatefulSet, error) {
+	if err := ensureNamespace(ctx, member, mdb.Spec.DatabaseRef.Namespace); err != nil {
+		return nil, err
+	}
+	if err := applyOwned(ctx, member, DesiredService(mdb), &corev1.Service{}); err != nil {
+		return nil, err
+	}
+	sts := DesiredStatefulSet(mdb)
+	if err := applyOwned(ctx, member, sts, &appsv1.StatefulSet{}); err != nil {
+		return nil, err
+	}
+	for _, pdb := range DesiredPDBs(mdb) {
+		if err := applyOwned(ctx, member, pdb, &policyv1.PodDisruptionBudget{}); err != nil {
+			return nil, err
+		}
+	}
+	if mdb.Spec.Role != dbfleetv1alpha1.RolePrimary {
+		// A demoted share keeps no primary budget.
+		primary := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{
+			Namespace: mdb.Spec.DatabaseRef.Namespace, Name: PrimaryPDBName(mdb.Spec.DatabaseRef.Name)}}
+		if err := deleteOwned(ctx, member, primary); err != nil {
+			return nil, err
+		}
+	}
+	return sts, nil
+}
+
+// applyOwned applies desired unless an object of that name exists without the agent's label.
+// existing is an empty object of the same type, used to look.
+func applyOwned(ctx context.Context, member client.Client, desired, existing client.Object) error {
+	key := client.ObjectKeyFromObject(desired)
+	kind := desired.GetObjectKind().GroupVersionKind().Kind
+	err := member.Get(ctx, key, existing)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("read %s %s: %w", kind, key, err)
+	case existing.GetLabels()[LabelManagedBy] != ManagedByAgent:
+		return &conflictError{kind: kind, key: key.String()}
+	}
+	//nolint:staticcheck // typed server-side apply; the object carries only the fields we own.
+	if err := member.Patch(ctx, desired, client.Apply, FieldOwner, client.ForceOwnership); err != nil {
+		return fmt.Errorf("apply %s %s: %w", kind, key, err)
+	}
+	return nil
+}
+
+// deleteOwned deletes obj if it exists and carries the agent's label.
+func deleteOwned(ctx context.Context, member client.Client, obj client.Object) error {
+	key := client.ObjectKeyFromObject(obj)
+	if err := member.Get(ctx, key, obj); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if obj.GetLabels()[LabelManagedBy] != ManagedByAgent {
+		return nil // not ours: leave it
+	}
+	if err := member.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete %T %s: %w", obj, key, err)
+	}
+	return nil
+}
+
+func ensureNamespace(ctx context.Context, member client.Client, name string) error {
+	ns := &corev1.Namespace{}
+	err := member.Get(ctx, types.NamespacedName{Name: name}, ns)
+	if !apierrors.IsNotFound(err) {
+		return err
+	}
+	ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelManagedBy: ManagedByAgent}}}
+	if err := member.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
+		return fmt.Errorf("create namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// labelPods sets dbfleet.io/role on each pod of the share: primary for the lowest ordinal of the
+// primary cluster's share, replica otherwise.
+func labelPods(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase) error {
+	pods := &corev1.PodList{}
+	if err := member.List(ctx, pods, client.InNamespace(mdb.Spec.DatabaseRef.Namespace), client.MatchingLabels(selectorLabels(mdb))); err != nil {
+		return fmt.Errorf("list pods: %w", err)
+	}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		role, err := PodRole(mdb, pod.Name)
+		if err != nil {
+			continue // not one of the StatefulSet's pods
+		}
+		if pod.Labels[dbfleetv1alpha1.LabelRole] == string(role) {
+			continue
+		}
+		patched := pod.DeepCopy()
+		if patched.Labels == nil {
+			patched.Labels = map[string]string{}
+		}
+		patched.Labels[dbfleetv1alpha1.LabelRole] = string(role)
+		if err := member.Patch(ctx, patched, client.MergeFrom(pod)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("label pod %s: %w", pod.Name, err)
+		}
+	}
+	return nil
+}
+
+// cleanup removes the share's objects from the member cluster, then lets the MemberDatabase go
+// by dropping the agent's finalizer: that is the hub's confirmation. Volumes follow the
+// StatefulSet's retention policy (kept unless the user asked for Delete).
+func (r *Reconciler) cleanup(ctx context.Context, hub, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase) error {
+	ns, name := mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name
+	for _, obj := range []client.Object{
+		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: PrimaryPDBName(name)}},
+		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ReplicaPDBName(name)}},
+	} {
+		if err := deleteOwned(ctx, member, obj); err != nil {
+			return err
+		}
+	}
+	if controllerutil.ContainsFinalizer(mdb, dbfleetv1alpha1.MemberDatabaseFinalizer) {
+		patched := mdb.DeepCopy()
+		controllerutil.RemoveFinalizer(patched, dbfleetv1alpha1.MemberDatabaseFinalizer)
+		if err := hub.Patch(ctx, patched, client.MergeFrom(mdb)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("remove finalizer: %w", err)
+		}
+	}
+	ctrl.LoggerFrom(ctx).Info("Removed share from member cluster")
+	return nil
+}

@@ -1,0 +1,63 @@
+package member
+
+import (
+	"context"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
+	mchandler "sigs.k8s.io/multicluster-runtime/pkg/handler"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+)
+
+// Name is the controller's name.
+const Name = "memberdatabase"
+
+// Setup registers the member-side reconciler with a multicluster manager whose local cluster is
+// the hub and whose provider engages member clusters.
+func Setup(mgr mcmanager.Manager, opts controller.TypedOptions[mcreconcile.Request]) error {
+	r := &Reconciler{Manager: mgr}
+	return mcbuilder.ControllerManagedBy(mgr).
+		Named(Name).
+		WithOptions(opts).
+		// MemberDatabases live on the hub: route each to the member cluster it names.
+		Watches(&dbfleetv1alpha1.MemberDatabase{}, func(string, cluster.Cluster) handler.TypedEventHandler[client.Object, mcreconcile.Request] {
+			return mchandler.TypedEnqueueRequestsFromMapFuncWithClusterPreservation(memberDatabaseToCluster)
+		}, mcbuilder.WithEngageWithLocalCluster(true), mcbuilder.WithEngageWithProviderClusters(false)).
+		// What the agent created in a member: a change (drift, status, a new pod) brings its
+		// MemberDatabase back.
+		Watches(&appsv1.StatefulSet{}, shareOf, mcbuilder.WithEngageWithLocalCluster(false), mcbuilder.WithEngageWithProviderClusters(true)).
+		Watches(&corev1.Pod{}, shareOf, mcbuilder.WithEngageWithLocalCluster(false), mcbuilder.WithEngageWithProviderClusters(true)).
+		Complete(r)
+}
+
+func memberDatabaseToCluster(_ context.Context, obj client.Object) []mcreconcile.Request {
+	cluster := obj.GetLabels()[dbfleetv1alpha1.LabelCluster]
+	if cluster == "" {
+		return nil
+	}
+	return []mcreconcile.Request{{ClusterName: cluster, Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)}}}
+}
+
+// shareOf maps an object in a member cluster to the MemberDatabase of its database there.
+func shareOf(clusterName string, _ cluster.Cluster) handler.TypedEventHandler[client.Object, mcreconcile.Request] {
+	return mchandler.TypedEnqueueRequestsFromMapFuncWithClusterPreservation(func(_ context.Context, obj client.Object) []mcreconcile.Request {
+		db := obj.GetLabels()[dbfleetv1alpha1.LabelDatabase]
+		if db == "" {
+			return nil
+		}
+		return []mcreconcile.Request{{ClusterName: clusterName, Request: reconcile.Request{NamespacedName: types.NamespacedName{
+			Namespace: dbfleetv1alpha1.MemberNamespace(clusterName),
+			Name:      dbfleetv1alpha1.MemberDatabaseName(obj.GetNamespace(), db),
+		}}}}
+	})
+}

@@ -1,0 +1,71 @@
+package member
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+)
+
+// Reasons of the MemberDatabase conditions.
+const (
+	ReasonApplied      = "Applied"
+	ReasonApplyFailed  = "ApplyFailed"
+	ReasonConflict     = "NotManagedByAgent"
+	ReasonReady        = "AllReplicasReady"
+	ReasonNotReady     = "ReplicasNotReady"
+	ReasonRollingOut   = "RollingOut"
+	ReasonUpToDate     = "UpToDate"
+	ReasonAsExpected   = "AsExpected"
+	ReasonNotFenced    = "NotFenced"
+	ReasonStatefulSetU = "StatefulSetUnknown"
+)
+
+// setStatus fills the MemberDatabase status from the StatefulSet (nil when it could not be
+// applied) and the apply error, if any. The epoch reported is the one the agent acted on.
+func setStatus(mdb *dbfleetv1alpha1.MemberDatabase, sts *appsv1.StatefulSet, applyErr error) {
+	st := &mdb.Status
+	gen := mdb.Generation
+	set := func(t string, status metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen,
+		})
+	}
+	st.ObservedGeneration = gen
+	if applyErr != nil {
+		reason := ReasonApplyFailed
+		if isConflict(applyErr) {
+			reason = ReasonConflict
+		}
+		set(dbfleetv1alpha1.ConditionApplied, metav1.ConditionFalse, reason, applyErr.Error())
+		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, applyErr.Error())
+	} else {
+		set(dbfleetv1alpha1.ConditionApplied, metav1.ConditionTrue, ReasonApplied,
+			fmt.Sprintf("StatefulSet %s/%s applied at epoch %d", mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name, mdb.Spec.Epoch))
+		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "the share is applied as asked")
+		st.Epoch = mdb.Spec.Epoch
+	}
+	if meta.FindStatusCondition(st.Conditions, dbfleetv1alpha1.ConditionFenced) == nil {
+		set(dbfleetv1alpha1.ConditionFenced, metav1.ConditionFalse, ReasonNotFenced, "the agent holds a fresh hub lease")
+	}
+	if sts == nil {
+		st.Replicas, st.ReadyReplicas = 0, 0
+		set(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionUnknown, ReasonStatefulSetU, "the StatefulSet is not applied")
+		set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionUnknown, ReasonStatefulSetU, "the StatefulSet is not applied")
+		return
+	}
+	want := mdb.Spec.Replicas
+	st.Replicas, st.ReadyReplicas = sts.Status.Replicas, sts.Status.ReadyReplicas
+	current := sts.Status.ObservedGeneration >= sts.Generation
+	if current && st.ReadyReplicas >= want && sts.Status.UpdatedReplicas >= want {
+		set(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue, ReasonReady, fmt.Sprintf("%d/%d replicas ready", st.ReadyReplicas, want))
+		set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionFalse, ReasonUpToDate, "every replica runs the current spec")
+		return
+	}
+	set(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionFalse, ReasonNotReady, fmt.Sprintf("%d/%d replicas ready", st.ReadyReplicas, want))
+	set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut,
+		fmt.Sprintf("%d/%d replicas updated, %d ready", sts.Status.UpdatedReplicas, want, st.ReadyReplicas))
+}

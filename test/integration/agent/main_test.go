@@ -1,0 +1,98 @@
+package agent
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+	"sigs.k8s.io/multicluster-runtime/providers/single"
+
+	"github.com/dbfleet/dbfleet/pkg/agent/member"
+	"github.com/dbfleet/dbfleet/test/framework"
+)
+
+var hub, east *framework.Environment
+
+const clusterName = "east"
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("skipping agent integration tests in -short mode")
+		os.Exit(0)
+	}
+	if os.Getenv("DBFLEET_TEST_LOGS") != "" {
+		ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	}
+	var err error
+	if hub, err = framework.StartHub(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if east, err = framework.StartMember(clusterName); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		_ = hub.Stop()
+		os.Exit(1)
+	}
+	code := m.Run()
+	for _, e := range []*framework.Environment{east, hub} {
+		if err := e.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+	os.Exit(code)
+}
+
+// startAgent runs the member reconciler as the agent does: the hub is the manager's local
+// cluster and the member is engaged through the single-cluster provider.
+func startAgent(t *testing.T, hubCfg, memberCfg *rest.Config) (stop func()) {
+	t.Helper()
+	memberCluster, err := cluster.New(memberCfg, func(o *cluster.Options) { o.Scheme = framework.Scheme })
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := mcmanager.New(hubCfg, single.New(clusterName, memberCluster), ctrl.Options{
+		Scheme:                 framework.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.GetLocalManager().Add(memberCluster); err != nil {
+		t.Fatal(err)
+	}
+	// Each test starts its own agent; controller names repeat across them.
+	if err := member.Setup(mgr, controller.TypedOptions[mcreconcile.Request]{SkipNameValidation: ptr.To(true)}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent manager: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
