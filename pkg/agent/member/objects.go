@@ -76,10 +76,10 @@ func DesiredStatefulSet(mdb *dbfleetv1alpha1.MemberDatabase) *appsv1.StatefulSet
 	podAnnotations := map[string]string{}
 	spec := corev1.PodSpec{}
 	container := corev1.Container{
-		Name:      "database",
-		Image:     Image(db),
-		Ports:     []corev1.ContainerPort{{Name: "db", ContainerPort: eng.port}},
-		Resources: db.Resources,
+		Name:         "database",
+		Image:        Image(db),
+		Ports:        []corev1.ContainerPort{{Name: "db", ContainerPort: eng.port}},
+		Resources:    db.Resources,
 		VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: eng.dataDir}},
 		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
 			TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("db")},

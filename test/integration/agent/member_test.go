@@ -74,7 +74,9 @@ func newShare(t *testing.T, replicas, start int32, role dbfleetv1alpha1.ReplicaR
 	return s
 }
 
-func (s *share) key(name string) client.ObjectKey { return client.ObjectKey{Namespace: s.ns, Name: name} }
+func (s *share) key(name string) client.ObjectKey {
+	return client.ObjectKey{Namespace: s.ns, Name: name}
+}
 
 // waitMDB polls the MemberDatabase on the hub until cond holds.
 func (s *share) waitMDB(what string, cond func(*dbfleetv1alpha1.MemberDatabase) bool) *dbfleetv1alpha1.MemberDatabase {
