@@ -14,5 +14,6 @@ according to PropagationPolicies, and aggregates what the member agents report.`
 		SilenceUsage: true,
 	}
 	cmd.AddCommand(newRunCommand(), newPlanCommand())
+	cmd.AddCommand(newJoinCommand(), newUnjoinCommand())
 	return cmd
 }

@@ -1,0 +1,160 @@
+package join
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+)
+
+// The hub objects of one joined cluster. Builders return complete objects; apply.go writes them.
+
+const (
+	groupDBFleet      = "dbfleet.io"
+	groupCoordination = "coordination.k8s.io"
+	groupEvents       = "events.k8s.io"
+	groupRBAC         = rbacv1.GroupName
+)
+
+// memberCluster is the MemberCluster as join declares it. Fields join leaves empty (provider,
+// labels given earlier and not now) are released on re-join; taints and anything else set by
+// other field managers stay.
+func memberCluster(o *Options, pushSecret *dbfleetv1alpha1.SecretReference) *dbfleetv1alpha1.MemberCluster {
+	labels := hubLabels(o.Name)
+	for k, v := range o.Labels {
+		labels[k] = v
+	}
+	return &dbfleetv1alpha1.MemberCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: o.Name, Labels: labels},
+		Spec: dbfleetv1alpha1.MemberClusterSpec{
+			Region:              o.Region,
+			Zone:                o.Zone,
+			Provider:            o.Provider,
+			SyncMode:            o.SyncMode,
+			KubeconfigSecretRef: pushSecret,
+		},
+	}
+}
+
+// memberNamespace is member-<name>, which holds the cluster's MemberDatabases and Lease.
+func memberNamespace(cluster string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:   dbfleetv1alpha1.MemberNamespace(cluster),
+		Labels: hubLabels(cluster),
+	}}
+}
+
+// agentServiceAccount is the identity of the cluster's agent on the hub.
+func agentServiceAccount(cluster string) *corev1.ServiceAccount {
+	return &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
+		Namespace: dbfleetv1alpha1.MemberNamespace(cluster),
+		Name:      AgentName,
+		Labels:    hubLabels(cluster),
+	}}
+}
+
+func agentSubject(cluster string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: dbfleetv1alpha1.MemberNamespace(cluster), Name: AgentName}
+}
+
+// AgentRoleRules are everything the agent's hub credential may do in member-<name>.
+func AgentRoleRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{
+			// The agent reads and watches its shares. update and patch are there only so that it can
+			// add and remove its finalizer (dbfleet.io/agent-cleanup), by which the hub learns that a
+			// deleted share is gone from the member; the spec is the hub's to write. Kubernetes RBAC
+			// cannot narrow update to metadata.finalizers, so this is the narrowest rule that works.
+			// create and delete are not granted: only the hub places and removes shares.
+			APIGroups: []string{groupDBFleet},
+			Resources: []string{"memberdatabases"},
+			Verbs:     []string{"get", "list", "watch", "update", "patch"},
+		},
+		{
+			APIGroups: []string{groupDBFleet},
+			Resources: []string{"memberdatabases/status"},
+			Verbs:     []string{"get", "update", "patch"},
+		},
+		{
+			// The heartbeat Lease, by name. Leases cannot be listed or watched.
+			APIGroups:     []string{groupCoordination},
+			Resources:     []string{"leases"},
+			ResourceNames: []string{LeaseName},
+			Verbs:         []string{"get", "update"},
+		},
+		{
+			// RBAC cannot restrict create by resourceName (the name is not known when the request is
+			// authorized), so the agent could create other Leases here; they are inert: nothing on the
+			// hub reads them, and the agent can neither read nor renew them afterwards.
+			APIGroups: []string{groupCoordination},
+			Resources: []string{"leases"},
+			Verbs:     []string{"create"},
+		},
+		{
+			APIGroups: []string{"", groupEvents},
+			Resources: []string{"events"},
+			Verbs:     []string{"create", "patch"},
+		},
+	}
+}
+
+// AgentClusterRoleRules are everything the agent's hub credential may do outside member-<name>:
+// read its own MemberCluster and write its status. Nothing else cluster-wide.
+func AgentClusterRoleRules(cluster string) []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{
+			APIGroups:     []string{groupDBFleet},
+			Resources:     []string{"memberclusters"},
+			ResourceNames: []string{cluster},
+			Verbs:         []string{"get"},
+		},
+		{
+			APIGroups:     []string{groupDBFleet},
+			Resources:     []string{"memberclusters/status"},
+			ResourceNames: []string{cluster},
+			Verbs:         []string{"get", "update", "patch"},
+		},
+	}
+}
+
+func agentRole(cluster string) *rbacv1.Role {
+	return &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: dbfleetv1alpha1.MemberNamespace(cluster), Name: AgentName, Labels: hubLabels(cluster)},
+		Rules:      AgentRoleRules(),
+	}
+}
+
+func agentRoleBinding(cluster string) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: dbfleetv1alpha1.MemberNamespace(cluster), Name: AgentName, Labels: hubLabels(cluster)},
+		RoleRef:    rbacv1.RoleRef{APIGroup: groupRBAC, Kind: "Role", Name: AgentName},
+		Subjects:   []rbacv1.Subject{agentSubject(cluster)},
+	}
+}
+
+func agentClusterRole(cluster string) *rbacv1.ClusterRole {
+	return &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: ClusterRoleName(cluster), Labels: hubLabels(cluster)},
+		Rules:      AgentClusterRoleRules(cluster),
+	}
+}
+
+func agentClusterRoleBinding(cluster string) *rbacv1.ClusterRoleBinding {
+	return &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: ClusterRoleName(cluster), Labels: hubLabels(cluster)},
+		RoleRef:    rbacv1.RoleRef{APIGroup: groupRBAC, Kind: "ClusterRole", Name: ClusterRoleName(cluster)},
+		Subjects:   []rbacv1.Subject{agentSubject(cluster)},
+	}
+}
+
+// pushSecret holds a Push cluster's kubeconfig on the hub.
+func pushSecret(cluster string, kubeconfig []byte) *corev1.Secret {
+	labels := hubLabels(cluster)
+	labels[LabelKubeconfig] = "true"
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: SystemNamespace, Name: PushSecretName(cluster), Labels: labels},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{KubeconfigKey: kubeconfig},
+	}
+}

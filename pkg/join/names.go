@@ -1,0 +1,53 @@
+package join
+
+import (
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+)
+
+// Names and labels of the objects join creates. Users and the agent rely on them.
+const (
+	// FieldManager owns the fields join writes with server-side apply.
+	FieldManager = "dbfleet-hub-join"
+
+	// LabelManagedBy marks every hub object join created, with the value ManagedByJoin.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedByJoin is the value of LabelManagedBy on the objects join created.
+	ManagedByJoin = "dbfleet-hub-join"
+	// LabelKubeconfig marks hub Secrets holding a member cluster's kubeconfig (Push mode).
+	LabelKubeconfig = "dbfleet.io/kubeconfig"
+
+	// AgentName names the agent's ServiceAccount, Role and RoleBinding in member-<name> on the hub,
+	// and its ServiceAccount, ClusterRole, ClusterRoleBinding and Deployment in the member.
+	AgentName = "dbfleet-agent"
+	// LeaseName is the agent's heartbeat Lease in member-<name> on the hub: the only Lease its
+	// credential can read or renew.
+	LeaseName = "dbfleet-agent"
+	// SystemNamespace holds the agent in a member cluster, and Push-mode kubeconfig Secrets on the hub.
+	SystemNamespace = "dbfleet-system"
+	// HubKubeconfigSecret is the member-side Secret holding the agent's hub kubeconfig.
+	HubKubeconfigSecret = "dbfleet-agent-hub-kubeconfig"
+	// KubeconfigKey is the key of every kubeconfig Secret join writes.
+	KubeconfigKey = "kubeconfig"
+	// HubKubeconfigMountPath is where the agent's Deployment mounts HubKubeconfigSecret.
+	HubKubeconfigMountPath = "/etc/dbfleet/hub"
+
+	// DefaultAgentImage is the agent image the manifests use unless told otherwise.
+	DefaultAgentImage = "ghcr.io/dbfleet/agent:latest"
+	// MaxNameLength bounds cluster names so that member-<name> and dbfleet-agent-<name> stay valid.
+	MaxNameLength = 56
+)
+
+// ClusterRoleName is the hub ClusterRole (and ClusterRoleBinding) that lets a cluster's agent read
+// its own MemberCluster and write its status.
+func ClusterRoleName(cluster string) string { return AgentName + "-" + cluster }
+
+// PushSecretName is the hub Secret in SystemNamespace holding a Push cluster's kubeconfig.
+func PushSecretName(cluster string) string { return dbfleetv1alpha1.MemberNamespace(cluster) + "-kubeconfig" }
+
+// hubLabels are the labels of every hub object join creates for a cluster.
+func hubLabels(cluster string) map[string]string {
+	return map[string]string{
+		dbfleetv1alpha1.LabelCluster: cluster,
+		LabelManagedBy:               ManagedByJoin,
+	}
+}

@@ -1,0 +1,197 @@
+package join
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+)
+
+// ErrClusterInUse is wrapped by Unjoin's error when the cluster still holds shares of databases.
+var ErrClusterInUse = errors.New("cluster still runs databases")
+
+// UnjoinResult is what Unjoin did.
+type UnjoinResult struct {
+	// Deleted lists the objects Unjoin deleted ("Kind name" or "Kind namespace/name").
+	Deleted []string
+	// AlreadyGone lists the objects that did not exist (a repeated unjoin).
+	AlreadyGone []string
+	// Abandoned lists the MemberDatabases --force removed without their agent's confirmation.
+	Abandoned []string
+	// NamespaceTerminating is true when member-<name> is still being deleted as Unjoin returns
+	// (the namespace controller removes its contents first).
+	NamespaceTerminating bool
+}
+
+// Unjoin removes a cluster from the hub and revokes its agent's credential. It refuses while
+// MemberDatabases exist in member-<name> (the error wraps ErrClusterInUse and names their
+// DatabaseClusters) unless force is set; force deletes those MemberDatabases and drops their agent
+// finalizers, leaving whatever the member still runs behind.
+//
+// It deletes, in order: the agent's ServiceAccount (its tokens stop working at once, without
+// waiting for the namespace controller) and cluster-wide RBAC; the MemberCluster, so that
+// placement stops choosing the cluster; with force, the MemberDatabases; the namespace
+// member-<name>; and the Push-mode kubeconfig Secret. Objects already gone are skipped, so
+// Unjoin can be repeated.
+func Unjoin(ctx context.Context, c client.Client, name string, force bool) (*UnjoinResult, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	ns := dbfleetv1alpha1.MemberNamespace(name)
+	mdbs := &dbfleetv1alpha1.MemberDatabaseList{}
+	if err := c.List(ctx, mdbs, client.InNamespace(ns)); err != nil {
+		return nil, fmt.Errorf("list MemberDatabases in %s: %w", ns, err)
+	}
+	if len(mdbs.Items) > 0 && !force {
+		return nil, fmt.Errorf("%w: cluster %s holds shares of %d DatabaseCluster(s): %s; move them away first (taint the MemberCluster or change their policies) "+
+			"and wait until namespace %s has no MemberDatabases, or unjoin with --force, which leaves whatever the member still runs behind",
+			ErrClusterInUse, name, len(mdbs.Items), describeShares(mdbs.Items), ns)
+	}
+
+	res := &UnjoinResult{}
+	del := func(obj client.Object, kind string) error {
+		err := c.Delete(ctx, obj)
+		switch {
+		case apierrors.IsNotFound(err):
+			res.AlreadyGone = append(res.AlreadyGone, kind+" "+describeKey(obj))
+		case err != nil:
+			return fmt.Errorf("delete %s %s: %w", kind, describeKey(obj), err)
+		default:
+			res.Deleted = append(res.Deleted, kind+" "+describeKey(obj))
+		}
+		return nil
+	}
+
+	// Revoke first.
+	meta := func(namespace, n string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: namespace, Name: n} }
+	for _, step := range []struct {
+		obj  client.Object
+		kind string
+	}{
+		{&corev1.ServiceAccount{ObjectMeta: meta(ns, AgentName)}, "ServiceAccount"},
+		{&rbacv1.ClusterRoleBinding{ObjectMeta: meta("", ClusterRoleName(name))}, "ClusterRoleBinding"},
+		{&rbacv1.ClusterRole{ObjectMeta: meta("", ClusterRoleName(name))}, "ClusterRole"},
+	} {
+		if err := del(step.obj, step.kind); err != nil {
+			return res, err
+		}
+	}
+
+	// The MemberCluster, remembering its Push Secret.
+	secretRef := &dbfleetv1alpha1.SecretReference{Namespace: SystemNamespace, Name: PushSecretName(name)}
+	mc := &dbfleetv1alpha1.MemberCluster{}
+	switch err := c.Get(ctx, client.ObjectKey{Name: name}, mc); {
+	case apierrors.IsNotFound(err):
+		res.AlreadyGone = append(res.AlreadyGone, "MemberCluster "+name)
+	case err != nil:
+		return res, fmt.Errorf("get MemberCluster %s: %w", name, err)
+	default:
+		if mc.Spec.KubeconfigSecretRef != nil {
+			secretRef = mc.Spec.KubeconfigSecretRef
+		}
+		if err := del(mc, "MemberCluster"); err != nil {
+			return res, err
+		}
+	}
+
+	if force {
+		for i := range mdbs.Items {
+			if err := abandon(ctx, c, &mdbs.Items[i]); err != nil {
+				return res, err
+			}
+			res.Abandoned = append(res.Abandoned, describeKey(&mdbs.Items[i]))
+		}
+	}
+
+	// A namespace already terminating refuses a second delete (409), so look first.
+	namespace := &corev1.Namespace{}
+	switch err := c.Get(ctx, client.ObjectKey{Name: ns}, namespace); {
+	case apierrors.IsNotFound(err):
+		res.AlreadyGone = append(res.AlreadyGone, "Namespace "+ns)
+	case err != nil:
+		return res, fmt.Errorf("get namespace %s: %w", ns, err)
+	case !namespace.DeletionTimestamp.IsZero():
+		res.NamespaceTerminating = true
+	default:
+		if err := del(namespace, "Namespace"); err != nil {
+			return res, err
+		}
+		if err := c.Get(ctx, client.ObjectKey{Name: ns}, namespace); err == nil {
+			res.NamespaceTerminating = true
+		}
+	}
+
+	// The Push Secret, only if join made it for this cluster: a Secret the user named in the
+	// MemberCluster is theirs.
+	secret := &corev1.Secret{}
+	switch err := c.Get(ctx, client.ObjectKey{Namespace: secretRef.Namespace, Name: secretRef.Name}, secret); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return res, fmt.Errorf("get Secret %s/%s: %w", secretRef.Namespace, secretRef.Name, err)
+	case secret.Labels[dbfleetv1alpha1.LabelCluster] == name && secret.Labels[LabelManagedBy] == ManagedByJoin:
+		if err := del(secret, "Secret"); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// abandon deletes a MemberDatabase and removes the agent's finalizer, which no agent will remove
+// once its credential is gone.
+func abandon(ctx context.Context, c client.Client, mdb *dbfleetv1alpha1.MemberDatabase) error {
+	if err := c.Delete(ctx, mdb); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete MemberDatabase %s: %w", describeKey(mdb), err)
+	}
+	if !controllerutil.ContainsFinalizer(mdb, dbfleetv1alpha1.MemberDatabaseFinalizer) {
+		return nil
+	}
+	patched := mdb.DeepCopy()
+	controllerutil.RemoveFinalizer(patched, dbfleetv1alpha1.MemberDatabaseFinalizer)
+	if err := c.Patch(ctx, patched, client.MergeFromWithOptions(mdb, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("remove the agent finalizer of MemberDatabase %s: %w", describeKey(mdb), err)
+	}
+	return nil
+}
+
+// describeShares names the DatabaseClusters behind MemberDatabases: "shop/orders, shop/users".
+func describeShares(items []dbfleetv1alpha1.MemberDatabase) string {
+	names := make([]string, 0, len(items))
+	for i := range items {
+		ref := items[i].Spec.DatabaseRef
+		n := ref.Namespace + "/" + ref.Name
+		if !items[i].DeletionTimestamp.IsZero() {
+			n += " (being removed by the agent)"
+		}
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return strings.Join(slices.Compact(names), ", ")
+}
+
+// Summary describes what Unjoin did, for people.
+func (r *UnjoinResult) Summary(name string) string {
+	var b strings.Builder
+	if len(r.Deleted) == 0 && !r.NamespaceTerminating {
+		fmt.Fprintf(&b, "cluster %s is not joined: nothing to delete\n", name)
+	}
+	for _, d := range r.Deleted {
+		fmt.Fprintf(&b, "deleted %s\n", d)
+	}
+	for _, a := range r.Abandoned {
+		fmt.Fprintf(&b, "forced: deleted MemberDatabase %s without the agent's confirmation; whatever it ran in cluster %s is left there\n", a, name)
+	}
+	if r.NamespaceTerminating {
+		fmt.Fprintf(&b, "namespace %s is terminating: the namespace controller removes what is left in it, then the namespace\n", dbfleetv1alpha1.MemberNamespace(name))
+	}
+	return b.String()
+}
