@@ -1,16 +1,41 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/discovery"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+	"sigs.k8s.io/multicluster-runtime/providers/single"
 
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/agent/heartbeat"
+	"github.com/dbfleet/dbfleet/pkg/agent/member"
 	"github.com/dbfleet/dbfleet/pkg/options"
 )
+
+// version is set at build time with -ldflags "-X .../cmd/agent/app.version=...".
+var version = "dev"
 
 // agentOptions are the agent's flags.
 type agentOptions struct {
@@ -67,22 +92,100 @@ func NewAgentCommand() *cobra.Command {
 	o := newAgentOptions()
 	cmd := &cobra.Command{
 		Use:   "agent",
-		Short: "The dbfleet member agent (not implemented yet)",
+		Short: "The dbfleet member agent",
 		Long: `The dbfleet agent runs in a member cluster: it turns the cluster's MemberDatabases on the
 hub into local StatefulSets, reports their status, renews the cluster's heartbeat Lease and
 fences its primaries when it loses the hub.
 
-Not implemented yet: this build validates the flags below and exits with an error. The agent
-arrives with the member agent issue.`,
+It runs in the member cluster (in-cluster config) or as a local process (--kubeconfig for the
+member); --hub-kubeconfig holds the credentials "hub join" minted, which reach only this
+cluster's objects on the hub. Fencing arrives with the failover work: this build does not fence.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
 				return fmt.Errorf("invalid flags: %w", err)
 			}
-			return errors.New("agent is not implemented yet: this build ships only the API (deploy/crds)")
+			return run(ctrl.SetupSignalHandler(), o)
 		},
 	}
 	o.addFlags(cmd.Flags())
 	return cmd
+}
+
+func newScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(dbfleetv1alpha1.AddToScheme(s))
+	return s
+}
+
+// run wires the agent: a multicluster manager whose local cluster is the hub (its cache limited
+// to member-<cluster>, all the join credentials can read) and whose single provider engages the
+// member cluster; the member reconciler; and the heartbeat.
+func run(ctx context.Context, o *agentOptions) error {
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.manager.Zap)))
+	log := ctrl.Log.WithName("agent").WithValues("cluster", o.clusterName)
+	scheme := newScheme()
+
+	hubCfg, err := clientcmd.BuildConfigFromFlags("", o.hubKubeconfig)
+	if err != nil {
+		return fmt.Errorf("load --hub-kubeconfig %s: %w", o.hubKubeconfig, err)
+	}
+	memberCfg, err := o.manager.RESTConfig()
+	if err != nil {
+		return err
+	}
+	memberCluster, err := cluster.New(memberCfg, func(co *cluster.Options) { co.Scheme = scheme })
+	if err != nil {
+		return fmt.Errorf("member cluster: %w", err)
+	}
+	mgr, err := mcmanager.New(hubCfg, single.New(o.clusterName, memberCluster), ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: o.manager.MetricsBindAddress},
+		HealthProbeBindAddress: o.manager.HealthProbeBindAddress,
+		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{
+			dbfleetv1alpha1.MemberNamespace(o.clusterName): {},
+		}},
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	local := mgr.GetLocalManager()
+	if err := local.Add(memberCluster); err != nil {
+		return err
+	}
+	if err := member.Setup(mgr, controller.TypedOptions[mcreconcile.Request]{}); err != nil {
+		return err
+	}
+	hubClient, err := client.New(hubCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(memberCfg)
+	if err != nil {
+		return err
+	}
+	if err := local.Add(&heartbeat.Heartbeat{
+		Cluster: o.clusterName, Hub: hubClient, Member: memberCluster.GetClient(), MemberDiscovery: disco,
+		Interval: o.heartbeatInterval, FenceAfter: o.fenceAfter, AgentVersion: version, Clock: clock.RealClock{},
+	}); err != nil {
+		return err
+	}
+	if err := local.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := local.AddReadyzCheck("caches", func(req *http.Request) error {
+		if !local.GetCache().WaitForCacheSync(req.Context()) || !memberCluster.GetCache().WaitForCacheSync(req.Context()) {
+			return errors.New("informer caches not synced")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	log.Info("Starting agent", "heartbeatInterval", o.heartbeatInterval, "fenceAfter", o.fenceAfter)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("agent stopped: %w", err)
+	}
+	return nil
 }

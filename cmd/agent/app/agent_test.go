@@ -37,15 +37,3 @@ func TestAgentFlagValidation(t *testing.T) {
 		})
 	}
 }
-
-func TestAgentSaysItIsNotImplemented(t *testing.T) {
-	cmd := NewAgentCommand()
-	cmd.SetArgs([]string{"--hub-kubeconfig=x", "--cluster-name=east"})
-	err := cmd.Execute()
-	if err == nil || !strings.Contains(err.Error(), "not implemented yet") {
-		t.Fatalf("Execute() = %v, want a not-implemented error", err)
-	}
-	if !strings.Contains(cmd.Long, "Not implemented yet") {
-		t.Errorf("--help does not say the agent is not implemented yet")
-	}
-}

@@ -1,0 +1,205 @@
+package heartbeat
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+)
+
+// LeaseName is the name of the agent's Lease in member-<cluster> on the hub.
+const LeaseName = "dbfleet-agent"
+
+// Reasons of the conditions the agent sets on its MemberCluster.
+const (
+	ReasonAgentReady         = "AgentReady"
+	ReasonMemberAPIUnhealthy = "MemberAPIServerUnhealthy"
+	ReasonHeartbeating       = "Heartbeating"
+)
+
+// Heartbeat renews the agent's hub Lease and reports the member cluster's status.
+type Heartbeat struct {
+	// Cluster is the MemberCluster name.
+	Cluster string
+	// Hub reaches the hub directly: the agent may get and update only its own Lease and
+	// MemberCluster, so it cannot list and watch them into a cache.
+	Hub client.Client
+	// Member reads the member's Nodes and Pods (a cache is fine).
+	Member client.Reader
+	// MemberDiscovery asks the member API server for its version, which doubles as a health check.
+	MemberDiscovery discovery.ServerVersionInterface
+	Interval        time.Duration
+	FenceAfter      time.Duration
+	AgentVersion    string
+	Clock           clock.WithTicker
+}
+
+// Start runs until ctx ends, beating every Interval. It implements manager.Runnable.
+func (h *Heartbeat) Start(ctx context.Context) error {
+	log := ctrl.LoggerFrom(ctx).WithName("heartbeat").WithValues("cluster", h.Cluster)
+	ctx = ctrl.LoggerInto(ctx, log)
+	ticker := h.Clock.NewTicker(h.Interval)
+	defer ticker.Stop()
+	for {
+		if err := h.Beat(ctx); err != nil {
+			log.Error(err, "Heartbeat failed")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C():
+		}
+	}
+}
+
+// NeedLeaderElection is false: the agent runs one replica per member cluster.
+func (h *Heartbeat) NeedLeaderElection() bool { return false }
+
+// Beat renews the Lease, then reports the cluster status. The Lease comes first: it is what the
+// hub's health judgement rests on.
+func (h *Heartbeat) Beat(ctx context.Context) error {
+	if err := h.renewLease(ctx); err != nil {
+		return err
+	}
+	return h.reportStatus(ctx)
+}
+
+func (h *Heartbeat) renewLease(ctx context.Context) error {
+	now := metav1.NewMicroTime(h.Clock.Now())
+	key := client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(h.Cluster), Name: LeaseName}
+	lease := &coordinationv1.Lease{}
+	err := h.Hub.Get(ctx, key, lease)
+	if apierrors.IsNotFound(err) {
+		lease = &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+				Labels: map[string]string{dbfleetv1alpha1.LabelCluster: h.Cluster}},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity:       ptr.To(h.Cluster),
+				LeaseDurationSeconds: ptr.To(int32(h.FenceAfter / time.Second)),
+				AcquireTime:          &now,
+				RenewTime:            &now,
+			},
+		}
+		if err := h.Hub.Create(ctx, lease); err != nil {
+			return fmt.Errorf("create hub lease: %w", err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read hub lease: %w", err)
+	}
+	lease.Spec.HolderIdentity = ptr.To(h.Cluster)
+	lease.Spec.LeaseDurationSeconds = ptr.To(int32(h.FenceAfter / time.Second))
+	lease.Spec.RenewTime = &now
+	if err := h.Hub.Update(ctx, lease); err != nil {
+		return fmt.Errorf("renew hub lease: %w", err)
+	}
+	return nil
+}
+
+func (h *Heartbeat) reportStatus(ctx context.Context) error {
+	mc := &dbfleetv1alpha1.MemberCluster{}
+	if err := h.Hub.Get(ctx, client.ObjectKey{Name: h.Cluster}, mc); err != nil {
+		return fmt.Errorf("read MemberCluster: %w", err)
+	}
+	before := mc.DeepCopy()
+	st := &mc.Status
+	gen := mc.Generation
+	st.Agent = &dbfleetv1alpha1.AgentSettings{
+		HeartbeatIntervalSeconds: int32(h.Interval / time.Second),
+		FenceAfterSeconds:        int32(h.FenceAfter / time.Second),
+		Version:                  h.AgentVersion,
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: dbfleetv1alpha1.ConditionAgentConnected, Status: metav1.ConditionTrue, Reason: ReasonHeartbeating,
+		Message: fmt.Sprintf("the agent renews its hub lease every %s", h.Interval), ObservedGeneration: gen,
+	})
+	version, verr := h.MemberDiscovery.ServerVersion()
+	if verr != nil {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: dbfleetv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonMemberAPIUnhealthy,
+			Message: fmt.Sprintf("the agent cannot reach its member API server: %v", verr), ObservedGeneration: gen,
+		})
+	} else {
+		st.KubernetesVersion = version.GitVersion
+		summary, err := Summarize(ctx, h.Member)
+		if err != nil {
+			return err
+		}
+		st.ResourceSummary = summary
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: dbfleetv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonAgentReady,
+			Message: "the agent and its member API server are healthy", ObservedGeneration: gen,
+		})
+	}
+	if equality.Semantic.DeepEqual(before.Status, mc.Status) {
+		return nil
+	}
+	if err := h.Hub.Status().Patch(ctx, mc, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("report MemberCluster status: %w", err)
+	}
+	return nil
+}
+
+// Summarize adds up the member's capacity in Karmada's shape: the allocatable resources of its
+// schedulable Ready Nodes, and the requests of the Pods scheduled onto them that still run.
+func Summarize(ctx context.Context, member client.Reader) (*dbfleetv1alpha1.ResourceSummary, error) {
+	nodes := &corev1.NodeList{}
+	if err := member.List(ctx, nodes); err != nil {
+		return nil, fmt.Errorf("list member Nodes: %w", err)
+	}
+	pods := &corev1.PodList{}
+	if err := member.List(ctx, pods); err != nil {
+		return nil, fmt.Errorf("list member Pods: %w", err)
+	}
+	summary := &dbfleetv1alpha1.ResourceSummary{Allocatable: corev1.ResourceList{}, Allocated: corev1.ResourceList{}}
+	usable := map[string]bool{}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if n.Spec.Unschedulable || !nodeReady(n) {
+			continue
+		}
+		usable[n.Name] = true
+		add(summary.Allocatable, n.Status.Allocatable)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !usable[p.Spec.NodeName] || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		for _, c := range p.Spec.Containers {
+			add(summary.Allocated, c.Resources.Requests)
+		}
+	}
+	return summary, nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func add(into, from corev1.ResourceList) {
+	for name, q := range from {
+		sum := into[name]
+		sum.Add(q)
+		into[name] = sum
+	}
+}
