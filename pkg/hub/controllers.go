@@ -7,14 +7,19 @@ import (
 	"sort"
 	"strings"
 
-	ctrl "sigs.k8s.io/controller-runtime"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/providers/kubeconfig"
 )
 
-// Config is what hub controllers may need from the command line.
-type Config struct{}
+// Config is what hub controllers may need from the command line and from each other.
+type Config struct {
+	// PushProvider engages Push-mode member clusters; the manager was built with it.
+	PushProvider *kubeconfig.Provider
+}
 
-// InitFunc registers one controller with the manager.
-type InitFunc func(ctx context.Context, mgr ctrl.Manager, cfg Config) error
+// InitFunc registers one controller with the manager. The manager's local cluster is the hub;
+// controllers of hub objects use mgr.GetLocalManager().
+type InitFunc func(ctx context.Context, mgr mcmanager.Manager, cfg Config) error
 
 // Registry maps controller names to their set-up functions, so that --controllers can turn each
 // on or off by name.
@@ -66,7 +71,7 @@ func (r Registry) Enabled(spec []string) ([]string, error) {
 }
 
 // Setup registers the named controllers with the manager.
-func (r Registry) Setup(ctx context.Context, mgr ctrl.Manager, cfg Config, names []string) error {
+func (r Registry) Setup(ctx context.Context, mgr mcmanager.Manager, cfg Config, names []string) error {
 	for _, name := range names {
 		if err := r[name](ctx, mgr, cfg); err != nil {
 			return fmt.Errorf("set up controller %s: %w", name, err)

@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	ctrl "sigs.k8s.io/controller-runtime"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 )
 
 func TestRegistryEnabled(t *testing.T) {
-	noop := func(context.Context, ctrl.Manager, Config) error { return nil }
+	noop := func(context.Context, mcmanager.Manager, Config) error { return nil }
 	r := Registry{"databasecluster": noop, "clusterhealth": noop, "push": noop}
 	for _, tc := range []struct {
 		spec    []string

@@ -10,23 +10,33 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/hub"
 	"github.com/dbfleet/dbfleet/pkg/hub/databasecluster"
+	"github.com/dbfleet/dbfleet/pkg/hub/push"
 	"github.com/dbfleet/dbfleet/pkg/options"
 )
 
 // controllers are the hub's controllers by name, for --controllers.
 var controllers = hub.Registry{
-	databasecluster.Name: databasecluster.Setup,
+	databasecluster.Name: func(ctx context.Context, mgr mcmanager.Manager, cfg hub.Config) error {
+		return databasecluster.Setup(ctx, mgr.GetLocalManager(), cfg)
+	},
+	push.Name: func(ctx context.Context, mgr mcmanager.Manager, cfg hub.Config) error {
+		return push.Setup(ctx, mgr, cfg.PushProvider)
+	},
 }
 
 // runOptions are the flags of "hub run".
@@ -136,8 +146,14 @@ func run(ctx context.Context, o *runOptions) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        newScheme(),
+	// The local cluster is the hub; the provider engages Push-mode members.
+	provider := push.NewProvider()
+	mgr, err := mcmanager.New(cfg, provider, ctrl.Options{
+		Scheme: newScheme(),
+		// The only Secrets the hub reads are the Push kubeconfigs in its own namespace.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{push.Namespace: {}}},
+		}},
 		Metrics:                       metricsserver.Options{BindAddress: o.manager.MetricsBindAddress},
 		HealthProbeBindAddress:        o.manager.HealthProbeBindAddress,
 		LeaderElection:                o.leaderElect,
@@ -152,11 +168,12 @@ func run(ctx context.Context, o *runOptions) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+	local := mgr.GetLocalManager()
+	if err := local.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("informers", func(req *http.Request) error {
-		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+	if err := local.AddReadyzCheck("informers", func(req *http.Request) error {
+		if !local.GetCache().WaitForCacheSync(req.Context()) {
 			return errors.New("informer caches not synced")
 		}
 		return nil
@@ -164,6 +181,7 @@ func run(ctx context.Context, o *runOptions) error {
 		return err
 	}
 	enabled, _ := controllers.Enabled(o.controllers) // validated above
+	o.hub.PushProvider = provider
 	if err := controllers.Setup(ctx, mgr, o.hub, enabled); err != nil {
 		return err
 	}

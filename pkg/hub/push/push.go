@@ -1,0 +1,40 @@
+package push
+
+import (
+	"context"
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+	"sigs.k8s.io/multicluster-runtime/providers/kubeconfig"
+
+	"github.com/dbfleet/dbfleet/pkg/agent/member"
+)
+
+// Name is the controller's name in the hub's --controllers list.
+const Name = "push"
+
+// Namespace holds the Push clusters' kubeconfig Secrets; each Secret is named after its cluster.
+const Namespace = "dbfleet-system"
+
+// SecretLabel marks those Secrets.
+const SecretLabel = "dbfleet.io/kubeconfig"
+
+// NewProvider returns the provider that engages Push clusters from their kubeconfig Secrets.
+func NewProvider() *kubeconfig.Provider {
+	return kubeconfig.New(kubeconfig.Options{Namespace: Namespace, KubeconfigSecretLabel: SecretLabel, KubeconfigSecretKey: "kubeconfig"})
+}
+
+// The hub reads only the kubeconfig Secrets of its own namespace, and writes MemberDatabase status
+// and finalizers as an agent would.
+// +kubebuilder:rbac:groups="",namespace=dbfleet-system,resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=dbfleet.io,resources=memberdatabases/status,verbs=get;update;patch
+
+// Setup watches the kubeconfig Secrets and runs the member reconciler for the clusters they engage.
+func Setup(ctx context.Context, mgr mcmanager.Manager, provider *kubeconfig.Provider) error {
+	if err := provider.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("kubeconfig provider: %w", err)
+	}
+	return member.Setup(mgr, controller.TypedOptions[mcreconcile.Request]{})
+}
