@@ -10,12 +10,32 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Field names a fieldSelector may use, as in Karmada.
+// field is a cluster field that fieldSelector and spreadConstraints may use, as in Karmada. It is
+// a number rather than its name so that reading it from a cluster costs no string comparison.
+type field uint8
+
 const (
-	fieldProvider = "provider"
-	fieldRegion   = "region"
-	fieldZone     = "zone"
+	fieldProvider field = iota
+	fieldRegion
+	fieldZone
 )
+
+// fieldNames are the fields' names in the API.
+var fieldNames = [...]string{fieldProvider: "provider", fieldRegion: "region", fieldZone: "zone"}
+
+func (f field) String() string { return fieldNames[f] }
+
+// of is the cluster's value of the field.
+func (f field) of(c *Cluster) string {
+	switch f {
+	case fieldProvider:
+		return c.Provider
+	case fieldRegion:
+		return c.Region
+	default:
+		return c.Zone
+	}
+}
 
 // affinity is a ClusterAffinity compiled once per decision, so matching a cluster does no parsing
 // and no allocation. All its parts must match (Karmada's util.ClusterMatches).
@@ -26,25 +46,45 @@ type affinity struct {
 	exclude nameSet
 	labels  []labelRequirement // all must match
 	fields  []fieldRequirement
-	// explanations, built once so exclusions share them.
-	excluded, notNamed, labelsMismatch, fieldsMismatch *explanation
+}
+
+// mismatch is the part of an affinity that rejects a cluster.
+type mismatch uint8
+
+const (
+	matched mismatch = iota
+	mismatchExcluded
+	mismatchNotNamed
+	mismatchLabels
+	mismatchFields
+	numMismatches
+)
+
+// explain describes a mismatch. It is called once per decision and kind actually met (see
+// scheduler.termWhy), not per cluster, and never for staticWeightList targets, so compiling a
+// placement builds no message.
+func (m *affinity) explain(k mismatch) *explanation {
+	switch k {
+	case mismatchExcluded:
+		return &explanation{ReasonClusterAffinity, "listed in " + m.path + ".exclude"}
+	case mismatchNotNamed:
+		return &explanation{ReasonClusterAffinity, "not listed in " + m.path + ".clusterNames"}
+	case mismatchLabels:
+		return &explanation{ReasonClusterAffinity, "labels do not match " + m.path + ".labelSelector"}
+	default:
+		return &explanation{ReasonClusterAffinity, "provider, region or zone does not match " + m.path + ".fieldSelector"}
+	}
 }
 
 type fieldRequirement struct {
-	field  string
+	field  field
 	op     corev1.NodeSelectorOperator
 	values []string
 }
 
 // compileAffinity turns a ClusterAffinity into a matcher. A nil affinity matches every cluster.
 func compileAffinity(a *policyv1alpha1.ClusterAffinity, path string) (*affinity, error) {
-	m := &affinity{
-		path:           path,
-		excluded:       &explanation{ReasonClusterAffinity, "listed in " + path + ".exclude"},
-		notNamed:       &explanation{ReasonClusterAffinity, "not listed in " + path + ".clusterNames"},
-		labelsMismatch: &explanation{ReasonClusterAffinity, "labels do not match " + path + ".labelSelector"},
-		fieldsMismatch: &explanation{ReasonClusterAffinity, "provider, region or zone does not match " + path + ".fieldSelector"},
-	}
+	m := &affinity{path: path}
 	if a == nil {
 		return m, nil
 	}
@@ -70,9 +110,8 @@ func compileAffinity(a *policyv1alpha1.ClusterAffinity, path string) (*affinity,
 }
 
 func compileFieldRequirement(e corev1.NodeSelectorRequirement) (fieldRequirement, error) {
-	switch e.Key {
-	case fieldProvider, fieldRegion, fieldZone:
-	default:
+	f := slices.Index(fieldNames[:], e.Key)
+	if f < 0 {
 		return fieldRequirement{}, fmt.Errorf("key %q is not supported: use provider, region or zone", e.Key)
 	}
 	switch e.Operator {
@@ -84,33 +123,34 @@ func compileFieldRequirement(e corev1.NodeSelectorRequirement) (fieldRequirement
 	default:
 		return fieldRequirement{}, fmt.Errorf("operator %q is not supported: use In or NotIn", e.Operator)
 	}
-	return fieldRequirement{field: e.Key, op: e.Operator, values: e.Values}, nil
+	return fieldRequirement{field: field(f), op: e.Operator, values: e.Values}, nil
 }
 
-// match returns nil when the cluster satisfies the affinity, and why not otherwise.
-func (m *affinity) match(c *Cluster) *explanation {
+// match returns matched when the cluster satisfies the affinity, and which part rejects it
+// otherwise.
+func (m *affinity) match(c *Cluster) mismatch {
 	if m.exclude.has(c.Name) {
-		return m.excluded
+		return mismatchExcluded
 	}
 	if !m.names.empty() && !m.names.has(c.Name) {
-		return m.notNamed
+		return mismatchNotNamed
 	}
 	for i := range m.labels {
 		if !m.labels[i].matches(c.Labels) {
-			return m.labelsMismatch
+			return mismatchLabels
 		}
 	}
 	for i := range m.fields {
 		if !m.fields[i].matches(c) {
-			return m.fieldsMismatch
+			return mismatchFields
 		}
 	}
-	return nil
+	return matched
 }
 
 // matches treats a field like a label: an empty field is an absent label.
 func (r *fieldRequirement) matches(c *Cluster) bool {
-	v := clusterField(c, r.field)
+	v := r.field.of(c)
 	switch r.op {
 	case corev1.NodeSelectorOpIn:
 		return v != "" && slices.Contains(r.values, v)
@@ -120,19 +160,6 @@ func (r *fieldRequirement) matches(c *Cluster) bool {
 		return v != ""
 	default: // DoesNotExist
 		return v == ""
-	}
-}
-
-func clusterField(c *Cluster, field string) string {
-	switch field {
-	case fieldProvider:
-		return c.Provider
-	case fieldRegion:
-		return c.Region
-	case fieldZone:
-		return c.Zone
-	default:
-		return c.Name
 	}
 }
 

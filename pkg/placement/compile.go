@@ -1,7 +1,9 @@
 package placement
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
 
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
@@ -23,6 +25,8 @@ type compiled struct {
 type term struct {
 	name string // clusterAffinities[].affinityName; empty for clusterAffinity
 	aff  *affinity
+	// whys numbers the explanation of each mismatch once it is met (see scheduler.termWhy).
+	whys [numMismatches]explID
 }
 
 // staticRule is one staticWeightList entry.
@@ -90,6 +94,9 @@ func compile(p *policyv1alpha1.Placement) (*compiled, error) {
 			}
 			c.statics = append(c.statics, staticRule{target: aff, weight: w.Weight})
 		}
+		// A cluster takes the highest weight of the entries matching it: with the heaviest entries
+		// first, the first match is that weight and the rest need not be tried.
+		slices.SortStableFunc(c.statics, func(a, b staticRule) int { return cmp.Compare(b.weight, a.weight) })
 	}
 	return c, nil
 }

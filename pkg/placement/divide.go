@@ -19,14 +19,14 @@ func (s *scheduler) divide(chosen []int32) string {
 	}
 	for _, i := range chosen {
 		n := &s.nodes[i]
-		if n.share > 0 || n.why != nil {
+		if n.share > 0 || n.why != whyNone {
 			continue
 		}
 		switch {
 		case n.health.elig != eligible:
 			n.exclude(n.health.why)
 		case s.strat.capacityBound() && n.prev == 0 && s.steadyKept:
-			n.exclude(explAlreadyPlaced)
+			n.exclude(whyAlreadyPlaced)
 		}
 	}
 	return problem
@@ -57,10 +57,8 @@ func (s *scheduler) divideStatic(chosen []int32) string {
 	clear(weights)
 	var sum int64
 	for k, i := range chosen {
-		for _, rule := range s.statics {
-			if rule.target.match(s.nodes[i].c) == nil {
-				weights[k] = max(weights[k], rule.weight)
-			}
+		if len(s.statics) > 0 {
+			weights[k] = s.staticWeight(i)
 		}
 		sum += weights[k]
 	}
@@ -74,7 +72,7 @@ func (s *scheduler) divideStatic(chosen []int32) string {
 	for k, i := range chosen {
 		n := &s.nodes[i]
 		if weights[k] == 0 {
-			n.exclude(explNoWeight)
+			n.exclude(whyNoWeight)
 			continue
 		}
 		limit := int32(noLimit)
@@ -89,6 +87,24 @@ func (s *scheduler) divideStatic(chosen []int32) string {
 		return fmt.Sprintf("they can hold only %d of %d replicas: the weighted clusters that may gain replicas are none", placed, s.in.Replicas)
 	}
 	return ""
+}
+
+// staticWeight is the weight staticWeightList gives node i, 0 when no entry matches. It is worked
+// out once per decision.
+func (s *scheduler) staticWeight(i int32) int64 {
+	if w := s.weightOf[i]; w >= 0 {
+		return w
+	}
+	var w int64
+	c := s.cluster(i)
+	for _, rule := range s.statics { // heaviest first: the first match is the highest weight
+		if rule.target.match(c) == matched {
+			w = rule.weight
+			break
+		}
+	}
+	s.weightOf[i] = w
+	return w
 }
 
 // divideSteady is Karmada's Steady assignment for dynamic weights and Aggregated: it starts from
@@ -157,7 +173,7 @@ func (s *scheduler) scaleDown(chosen []int32, want int64) {
 	s.applySeats(parties, false)
 	for _, i := range chosen {
 		if n := &s.nodes[i]; n.share == 0 && n.prev > 0 && s.strat == aggregated {
-			n.exclude(explNotNeeded)
+			n.exclude(whyNotNeeded)
 		}
 	}
 }
@@ -188,15 +204,15 @@ func (s *scheduler) scaleUp(chosen []int32, extra int64) string {
 	s.applySeats(parties, true)
 	for _, i := range chosen {
 		n := &s.nodes[i]
-		if n.share > 0 || n.why != nil {
+		if n.share > 0 || n.why != whyNone {
 			continue
 		}
 		switch {
 		case n.free == 0 && n.health.elig == eligible:
-			n.exclude(explNoCapacity)
+			n.exclude(whyNoCapacity)
 		case s.strat == aggregated:
 			if _, found := slices.BinarySearch(targets, i); !found {
-				n.exclude(explNotNeeded)
+				n.exclude(whyNotNeeded)
 			}
 		}
 	}

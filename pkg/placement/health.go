@@ -25,7 +25,7 @@ const (
 // verdict is the outcome of judgeHealth, with the reason shown when the cluster ends up without
 // a share.
 type verdict struct {
-	why  *explanation
+	why  explID
 	elig eligibility
 	// evicting is set while a NoExecute toleration counts down: the cluster still holds its
 	// share, but it is on its way out and no place for the primary.
@@ -74,7 +74,7 @@ func judgeHealth(c *Cluster, hasPrevious bool, tolerations []corev1.Toleration, 
 		}
 	}
 	if hold.elig == eligible && !c.Ready {
-		hold = verdict{elig: holdOnly, why: explNotReady}
+		hold = verdict{elig: holdOnly, why: whyNotReady}
 	}
 	if hold.elig == holdOnly && !hasPrevious {
 		hold.elig = ineligible
@@ -132,7 +132,12 @@ func tolerates(t *corev1.Toleration, taint *corev1.Taint) bool {
 // taintTexts builds the explanation of each distinct taint situation once per decision, so a
 // fleet of unreachable clusters shares one instead of allocating one per cluster.
 type taintTexts struct {
-	cache map[taintKey]*explanation
+	whys  *whyTable
+	cache map[taintKey]explID
+	// last is the situation met most recently: tainted clusters mostly share one, which is then
+	// found without hashing the key.
+	last   taintKey
+	lastID explID
 }
 
 type taintKey struct {
@@ -144,25 +149,29 @@ type taintKey struct {
 	deadline time.Time
 }
 
-func (t *taintTexts) get(k taintKey, build func() *explanation) *explanation {
-	if e, ok := t.cache[k]; ok {
-		return e
+func (t *taintTexts) get(k taintKey, build func() *explanation) explID {
+	if t.lastID != whyNone && k == t.last {
+		return t.lastID
 	}
-	if t.cache == nil {
-		t.cache = map[taintKey]*explanation{}
+	id, ok := t.cache[k]
+	if !ok {
+		if t.cache == nil {
+			t.cache = map[taintKey]explID{}
+		}
+		id = t.whys.add(build())
+		t.cache[k] = id
 	}
-	e := build()
-	t.cache[k] = e
-	return e
+	t.last, t.lastID = k, id
+	return id
 }
 
-func (t *taintTexts) expired(taint *corev1.Taint, deadline time.Time) *explanation {
+func (t *taintTexts) expired(taint *corev1.Taint, deadline time.Time) explID {
 	return t.get(taintKey{taint.Key, taint.Value, taint.Effect, 1, deadline}, func() *explanation {
 		return &explanation{t.reason(taint), "toleration of " + taint.ToString() + " expired at " + deadline.UTC().Format(time.RFC3339)}
 	})
 }
 
-func (t *taintTexts) evicting(taint *corev1.Taint, deadline time.Time) *explanation {
+func (t *taintTexts) evicting(taint *corev1.Taint, deadline time.Time) explID {
 	return t.get(taintKey{taint.Key, taint.Value, taint.Effect, 2, deadline}, func() *explanation {
 		return &explanation{t.reason(taint), "evicted at " + deadline.UTC().Format(time.RFC3339) + " by " + taint.ToString() + "; gets no new replicas"}
 	})
@@ -178,7 +187,7 @@ func (t *taintTexts) reason(taint *corev1.Taint) string {
 	return "untolerated taint " + taint.ToString()
 }
 
-func (t *taintTexts) untolerated(taint *corev1.Taint) *explanation {
+func (t *taintTexts) untolerated(taint *corev1.Taint) explID {
 	return t.get(taintKey{key: taint.Key, value: taint.Value, effect: taint.Effect}, func() *explanation {
 		return &explanation{t.reason(taint), "taint " + taint.ToString() + " is not tolerated by clusterTolerations"}
 	})

@@ -199,3 +199,18 @@ func describe(in Input) string {
 func labelSelector(key, value string) *metav1.LabelSelector {
 	return &metav1.LabelSelector{MatchLabels: map[string]string{key: value}}
 }
+
+// clusterField is the cluster's value of the field named provider, region or zone (its name for
+// any other), as fieldSelector and spreadConstraints read it.
+func clusterField(c *Cluster, name string) string {
+	switch name {
+	case "provider":
+		return c.Provider
+	case "region":
+		return c.Region
+	case "zone":
+		return c.Zone
+	default:
+		return c.Name
+	}
+}

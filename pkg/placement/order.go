@@ -5,29 +5,30 @@ import (
 	"strings"
 )
 
-// nameOrder returns the indexes of clusters in name order. Sorting names is the largest single
-// cost of a decision over a big fleet, so:
+// nameOrder returns the indexes of clusters in name order, and whether the names were already
+// strictly increasing (so none repeats). Sorting names is the largest single cost of a decision
+// over a big fleet, so:
 //   - input already in name order (a caller scheduling many databases sorts its snapshot once)
 //     is recognised with one linear pass;
 //   - otherwise each name is reduced to a 64-bit key, the five bytes that follow the prefix all
 //     names share plus the cluster's index, and the keys are radix-sorted. Names
 //     whose five bytes tie ("us-east-1a", "us-east-1b") are then ordered by their full name.
-func nameOrder(clusters []Cluster, ws *workspace) []int32 {
+func nameOrder(clusters []Cluster, ws *workspace) (order []int32, increasing bool) {
 	ws.order = grow(ws.order, len(clusters))
-	order := ws.order
-	sorted := true
+	order = ws.order
+	increasing = true
 	for i := range clusters {
 		order[i] = int32(i)
-		if i > 0 && clusters[i-1].Name > clusters[i].Name {
-			sorted = false
+		if i > 0 && clusters[i-1].Name >= clusters[i].Name {
+			increasing = false
 		}
 	}
-	if sorted {
-		return order
+	if increasing {
+		return order, true
 	}
 	if len(clusters) >= 1<<indexBits {
 		slices.SortFunc(order, func(a, b int32) int { return strings.Compare(clusters[a].Name, clusters[b].Name) })
-		return order
+		return order, false
 	}
 
 	prefix := commonPrefix(clusters)
@@ -37,7 +38,7 @@ func nameOrder(clusters []Cluster, ws *workspace) []int32 {
 	for i := range clusters {
 		keys[i] = nameKey(clusters[i].Name, prefix)<<indexBits | uint64(i)
 	}
-	radixSort(keys, ws.scratch)
+	radixSortAbove(keys, ws.scratch, indexBits) // keys[i] ends in i: in order of the low bits
 	for lo := 0; lo < len(keys); {
 		hi := lo + 1
 		for hi < len(keys) && keys[hi]>>indexBits == keys[lo]>>indexBits {
@@ -53,7 +54,7 @@ func nameOrder(clusters []Cluster, ws *workspace) []int32 {
 	for i, k := range keys {
 		order[i] = int32(k & indexMask)
 	}
-	return order
+	return order, false
 }
 
 const (

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/dbfleet/dbfleet/api/v1alpha1"
 )
@@ -27,14 +26,9 @@ func rangeInterval(r v1alpha1.OrdinalRange) interval {
 
 // dropOverlappingRanges makes the previous ranges pairwise disjoint before they are reused: when
 // status holds overlapping ranges (it should not), the range that starts later, or sorts later by
-// cluster name, is forgotten and its share gets a fresh range.
-func (s *scheduler) dropOverlappingRanges() {
-	with := make([]int32, 0, len(s.nodes))
-	for i := range s.nodes {
-		if s.nodes[i].hasRange {
-			with = append(with, int32(i))
-		}
-	}
+// cluster name, is forgotten and its share gets a fresh range. with lists the nodes that have a
+// range, in any order.
+func (s *scheduler) dropOverlappingRanges(with []int32) {
 	slices.SortFunc(with, func(a, b int32) int {
 		if c := cmp.Compare(s.nodes[a].prevRange.Start, s.nodes[b].prevRange.Start); c != 0 {
 			return c
@@ -145,8 +139,8 @@ func (s *scheduler) occupiedOrdinals() []interval {
 		}
 	}
 	if s.in.Previous != nil {
-		for _, sh := range s.in.Previous.Shares {
-			if sh.Replicas > 0 && sh.Ordinals.Count > 0 && sh.Ordinals.Start >= 0 && !s.hasNode(sh.Cluster) {
+		for k, sh := range s.in.Previous.Shares {
+			if sh.Replicas > 0 && sh.Ordinals.Count > 0 && sh.Ordinals.Start >= 0 && !s.ws.known[k] {
 				out = append(out, rangeInterval(sh.Ordinals))
 			}
 		}
@@ -157,11 +151,6 @@ func (s *scheduler) occupiedOrdinals() []interval {
 		}
 	}
 	return out
-}
-
-func (s *scheduler) hasNode(name string) bool {
-	_, ok := slices.BinarySearchFunc(s.nodes, name, func(n node, name string) int { return strings.Compare(n.c.Name, name) })
-	return ok
 }
 
 // mergeIntervals sorts and merges intervals in place into disjoint ones.

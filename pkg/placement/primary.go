@@ -20,7 +20,7 @@ func (s *scheduler) choosePrimary(shares []Share, owners []int32) string {
 	}
 	healthy := func(k int) bool {
 		n := &s.nodes[owners[k]]
-		return n.c.Ready && !n.health.evicting
+		return s.in.Clusters[n.cluster].Ready && !n.health.evicting
 	}
 	find := func(name string) int {
 		k, ok := slices.BinarySearchFunc(shares, name, func(sh Share, name string) int { return strings.Compare(sh.Cluster, name) })

@@ -4,7 +4,12 @@ package placement
 // least-significant-byte-first radix sort that skips the bytes all keys share, which for the keys
 // this package builds (small counts and indexes packed into 64 bits) leaves three or four passes:
 // several times faster than a comparison sort over a large fleet.
-func radixSort(keys, scratch []uint64) {
+func radixSort(keys, scratch []uint64) { radixSortAbove(keys, scratch, 0) }
+
+// radixSortAbove is radixSort for keys already in order of their low `sorted` bits (a multiple of
+// 8), such as keys ending in the index of their position: being stable, the passes over the higher
+// bytes alone complete the sort, which saves the passes over the index.
+func radixSortAbove(keys, scratch []uint64, sorted uint) {
 	if len(keys) < 64 {
 		insertionSort(keys)
 		return
@@ -16,7 +21,7 @@ func radixSort(keys, scratch []uint64) {
 	}
 	varying := and ^ or // bits that differ between keys
 	src, dst := keys, scratch[:len(keys)]
-	for shift := uint(0); shift < 64; shift += 8 {
+	for shift := sorted; shift < 64; shift += 8 {
 		if (varying>>shift)&0xff == 0 {
 			continue
 		}

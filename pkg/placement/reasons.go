@@ -38,21 +38,52 @@ const (
 )
 
 // explanation is a reason with its message. Decisions share explanations between clusters: most
-// are the package-level ones below, the rest are built once per decision.
+// are the fixed ones below, the rest are built once per decision.
 type explanation struct{ reason, message string }
 
-var (
-	explNotReady      = &explanation{ReasonNotReady, "the cluster is not Ready"}
-	explNotSelected   = &explanation{ReasonNotSelected, "spreadConstraints chose other clusters"}
-	explNoWeight      = &explanation{ReasonNoWeight, "no staticWeightList entry matches the cluster"}
-	explNoCapacity    = &explanation{ReasonNoCapacity, "the cluster has no room for another replica of this database"}
-	explNotNeeded     = &explanation{ReasonNotNeeded, "Aggregated keeps the replicas in as few clusters as possible"}
-	explAlreadyPlaced = &explanation{ReasonAlreadyPlaced, "the clusters already holding replicas keep them: steady scheduling moves none"}
-	explRoundedToZero = &explanation{ReasonRoundedToZero, "the divisor method gave its weight no replica"}
-	explNoReplicas    = &explanation{ReasonNoReplicas, "spec.replicas is 0"}
-	explMissing       = map[string]*explanation{
-		fieldProvider: {ReasonMissingProvider, "a spread constraint groups clusters by provider and the cluster has none"},
-		fieldRegion:   {ReasonMissingRegion, "a spread constraint groups clusters by region and the cluster has none"},
-		fieldZone:     {ReasonMissingZone, "a spread constraint groups clusters by zone and the cluster has none"},
-	}
+// explID numbers an explanation within one decision (see whyTable). Nodes hold it rather than a
+// pointer so that the node table contains no pointers: marking thousands of clusters then costs
+// no write barriers while the garbage collector runs, and the collector need not scan the table.
+type explID uint32
+
+// The explanations every decision may use, numbered the same in every decision.
+const (
+	whyNone explID = iota // the cluster has no explanation (yet)
+	whyNotReady
+	whyNotSelected
+	whyNoWeight
+	whyNoCapacity
+	whyNotNeeded
+	whyAlreadyPlaced
+	whyRoundedToZero
+	whyNoReplicas
+	whyMissingProvider
+	whyMissingRegion
+	whyMissingZone
+	numFixedWhys
 )
+
+var fixedWhys = [numFixedWhys]*explanation{
+	whyNotReady:        {ReasonNotReady, "the cluster is not Ready"},
+	whyNotSelected:     {ReasonNotSelected, "spreadConstraints chose other clusters"},
+	whyNoWeight:        {ReasonNoWeight, "no staticWeightList entry matches the cluster"},
+	whyNoCapacity:      {ReasonNoCapacity, "the cluster has no room for another replica of this database"},
+	whyNotNeeded:       {ReasonNotNeeded, "Aggregated keeps the replicas in as few clusters as possible"},
+	whyAlreadyPlaced:   {ReasonAlreadyPlaced, "the clusters already holding replicas keep them: steady scheduling moves none"},
+	whyRoundedToZero:   {ReasonRoundedToZero, "the divisor method gave its weight no replica"},
+	whyNoReplicas:      {ReasonNoReplicas, "spec.replicas is 0"},
+	whyMissingProvider: {ReasonMissingProvider, "a spread constraint groups clusters by provider and the cluster has none"},
+	whyMissingRegion:   {ReasonMissingRegion, "a spread constraint groups clusters by region and the cluster has none"},
+	whyMissingZone:     {ReasonMissingZone, "a spread constraint groups clusters by zone and the cluster has none"},
+}
+
+// whyTable holds one decision's explanations, indexed by explID: the fixed ones, then those built
+// for this decision (affinity terms, taints), each added once however many clusters share it.
+type whyTable []*explanation
+
+func (t *whyTable) reset() { *t = append((*t)[:0], fixedWhys[:]...) }
+
+func (t *whyTable) add(e *explanation) explID {
+	*t = append(*t, e)
+	return explID(len(*t) - 1)
+}

@@ -2,7 +2,7 @@ package placement
 
 import (
 	"fmt"
-	"slices"
+	"sort"
 	"strings"
 
 	"github.com/dbfleet/dbfleet/api/v1alpha1"
@@ -22,12 +22,14 @@ func Schedule(in Input) (Decision, error) {
 	}
 	s := &scheduler{in: &in, compiled: placement, ws: workspaces.Get().(*workspace)}
 	defer s.ws.release()
+	s.ws.whys.reset()
+	s.texts.whys = &s.ws.whys
 	if err := s.buildNodes(); err != nil {
 		return Decision{}, err
 	}
 	if in.Replicas == 0 {
 		for i := range s.nodes {
-			s.nodes[i].exclude(explNoReplicas)
+			s.nodes[i].exclude(whyNoReplicas)
 		}
 		return s.decision(""), nil
 	}
@@ -55,98 +57,135 @@ type scheduler struct {
 	nodes []node
 	ws    *workspace
 	texts taintTexts
-	// groupOf[t][node] is the node's group id for topology constraint t; see groupIDs.
-	groupOf    [][]int32
-	groupCount []int
+	// groupOf[t][node] is the node's group id for topology constraint t, -1 until group interns
+	// it with groupIDs[t].
+	groupOf  [][]int32
+	groupIDs []map[string]int32
+	// weightOf[node] is the node's staticWeightList weight, -1 until staticWeight computes it.
+	weightOf []int64
 	// steadyKept is set when Steady division kept or shrank the previous shares, so clusters
 	// without one got nothing by design.
 	steadyKept bool
 }
 
-// node is one cluster and what this decision derived about it. It is kept small: a decision over
-// thousands of clusters walks these many times.
+// node is one cluster and what this decision derived about it. It is kept small, and free of
+// pointers (see explID): a decision over thousands of clusters walks these many times.
 type node struct {
-	c         *Cluster
 	prevRange v1alpha1.OrdinalRange
-	prev      int32 // previous share, 0 if none
-	// share is the result of the current attempt; why explains a cluster left without one.
-	share int32
 	// free is how many replicas the cluster may gain: 0 when it may only hold, spec.replicas when
 	// capacity does not limit it (Karmada's rule for unbounded estimates).
-	free   int64
-	why    *explanation
+	free    int64
+	cluster int32 // index in Input.Clusters
+	prev    int32 // previous share, 0 if none
+	// share is the result of the current attempt; why explains a cluster left without one.
+	share  int32
+	why    explID
 	health verdict
 	// hasRange says prevRange is usable: positive count, no overlap with another previous range.
 	hasRange bool
+	// joined says a previous share entry named the cluster; later entries for it are ignored.
+	joined bool
 }
 
 // capacity is how many replicas of this database the cluster could hold in all (Karmada's
 // AvailableReplicas: assigned plus allocatable).
 func (n *node) capacity() int64 { return int64(n.prev) + n.free }
 
-func (n *node) exclude(why *explanation) {
+func (n *node) exclude(why explID) {
 	n.share = 0
 	n.why = why
+}
+
+// cluster is the input cluster of node i.
+func (s *scheduler) cluster(i int32) *Cluster { return &s.in.Clusters[s.nodes[i].cluster] }
+
+// why is the explanation numbered id.
+func (s *scheduler) why(id explID) *explanation { return s.ws.whys[id] }
+
+// termWhy numbers the explanation of mismatch k of term t, building it the first time it is met.
+func (s *scheduler) termWhy(t *term, k mismatch) explID {
+	if t.whys[k] == whyNone {
+		t.whys[k] = s.ws.whys.add(t.aff.explain(k))
+	}
+	return t.whys[k]
 }
 
 // buildNodes orders the clusters by name, rejects duplicates, joins the previous decision and
 // judges each cluster's health once for all affinity terms.
 func (s *scheduler) buildNodes() error {
 	in := s.in
-	order := nameOrder(in.Clusters, s.ws)
+	order, increasing := nameOrder(in.Clusters, s.ws)
 	s.ws.nodes = grow(s.ws.nodes, len(order))
 	s.nodes = s.ws.nodes
 	for i, o := range order {
-		// Field by field: assigning a whole struct with pointers costs a bulk write barrier while
-		// the garbage collector runs, which dominated large fleets.
-		n := &s.nodes[i]
-		n.c, n.why, n.health.why = &in.Clusters[o], nil, nil
-		n.prev, n.share, n.free, n.hasRange = 0, 0, 0, false
-		if i > 0 && s.nodes[i-1].c.Name == s.nodes[i].c.Name {
-			return fmt.Errorf("%w: cluster %q appears more than once", ErrInvalidPlacement, s.nodes[i].c.Name)
+		s.nodes[i] = node{cluster: o}
+	}
+	if !increasing {
+		for i := 1; i < len(order); i++ {
+			if name := in.Clusters[order[i]].Name; name == in.Clusters[order[i-1]].Name {
+				return fmt.Errorf("%w: cluster %q appears more than once", ErrInvalidPlacement, name)
+			}
+		}
+	}
+	if len(s.statics) > 0 {
+		s.ws.weightOf = grow(s.ws.weightOf, len(s.nodes))
+		s.weightOf = s.ws.weightOf
+		for i := range s.weightOf {
+			s.weightOf[i] = -1
 		}
 	}
 	s.joinPrevious()
 	for i := range s.nodes {
 		n := &s.nodes[i]
-		n.health = judgeHealth(n.c, n.prev > 0, s.tolerations, in.Now, &s.texts)
+		c := &in.Clusters[n.cluster]
+		if !c.Ready || len(c.Taints) > 0 { // otherwise eligible, as the zero verdict says
+			n.health = judgeHealth(c, n.prev > 0, s.tolerations, in.Now, &s.texts)
+		}
 		switch {
 		case n.health.elig != eligible:
 			n.free = 0
-		case n.c.Unlimited:
+		case c.Unlimited:
 			n.free = int64(in.Replicas)
 		default:
-			n.free = int64(max(n.c.AvailableReplicas, 0))
+			n.free = int64(max(c.AvailableReplicas, 0))
 		}
 	}
 	return nil
 }
 
 // joinPrevious copies the previous shares onto the nodes. Previous comes from status, which the
-// engine does not trust: unknown clusters, non-positive shares and duplicates are ignored, and an
-// ordinal range that overlaps an earlier one loses its range (the share is kept and gets a new one).
+// engine does not trust: unknown clusters, non-positive shares and duplicates are ignored (the
+// first entry for a cluster counts), and an ordinal range that overlaps an earlier one loses its
+// range (the share is kept and gets a new one). Each entry is looked up by binary search: there
+// are far fewer shares than clusters.
 func (s *scheduler) joinPrevious() {
+	s.ws.known = s.ws.known[:0]
 	if s.in.Previous == nil || len(s.in.Previous.Shares) == 0 {
 		return
 	}
-	prev := slices.Clone(s.in.Previous.Shares)
-	slices.SortStableFunc(prev, func(a, b Share) int { return strings.Compare(a.Cluster, b.Cluster) })
-	j := 0
-	for i := range s.nodes {
-		name := s.nodes[i].c.Name
-		for j < len(prev) && prev[j].Cluster < name {
-			j++
+	shares := s.in.Previous.Shares
+	s.ws.known = grow(s.ws.known, len(shares))
+	withRange := s.ws.withRange[:0]
+	for k := range shares {
+		sh := &shares[k]
+		i, found := sort.Find(len(s.nodes), func(i int) int { return strings.Compare(sh.Cluster, s.cluster(int32(i)).Name) })
+		s.ws.known[k] = found
+		if !found || s.nodes[i].joined {
+			continue
 		}
-		if j < len(prev) && prev[j].Cluster == name && prev[j].Replicas > 0 {
-			n := &s.nodes[i]
-			n.prev = prev[j].Replicas
-			if r := prev[j].Ordinals; r.Start >= 0 && r.Count > 0 && int64(r.Start)+int64(r.Count) <= maxOrdinal {
-				n.prevRange, n.hasRange = r, true
-			}
-			j++ // a duplicate entry for the same cluster is skipped by the next comparison
+		n := &s.nodes[i]
+		n.joined = true
+		if sh.Replicas <= 0 {
+			continue
+		}
+		n.prev = sh.Replicas
+		if r := sh.Ordinals; r.Start >= 0 && r.Count > 0 && int64(r.Start)+int64(r.Count) <= maxOrdinal {
+			n.prevRange, n.hasRange = r, true
+			withRange = append(withRange, int32(i))
 		}
 	}
-	s.dropOverlappingRanges()
+	s.ws.withRange = withRange
+	s.dropOverlappingRanges(withRange)
 }
 
 // attempt places the replicas within one affinity term, leaving shares and reasons on the nodes.
@@ -155,18 +194,22 @@ func (s *scheduler) attempt(t *term) *UnschedulableError {
 	defer func() { s.ws.cands = cands }()
 	for i := range s.nodes {
 		n := &s.nodes[i]
-		n.share, n.why = 0, nil
-		if why := t.aff.match(n.c); why != nil {
-			n.exclude(why)
+		n.share, n.why = 0, whyNone
+		c := &s.in.Clusters[n.cluster]
+		if m := t.aff.match(c); m != matched {
+			n.exclude(s.termWhy(t, m))
 			continue
 		}
-		if why := s.spread.missingField(n.c); why != nil {
+		if why := s.spread.missingField(c); why != whyNone {
 			n.exclude(why)
 			continue
 		}
 		if n.health.elig == ineligible {
 			n.exclude(n.health.why)
 			continue
+		}
+		if len(s.statics) > 0 {
+			s.staticWeight(int32(i)) // now, while the cluster's labels are in the cache
 		}
 		cands = append(cands, int32(i))
 	}
@@ -201,16 +244,15 @@ func (s *scheduler) markUnchosen(cands, chosen []int32) {
 			j++
 			continue
 		}
-		s.nodes[n].exclude(explNotSelected)
+		s.nodes[n].exclude(whyNotSelected)
 	}
 }
 
 func (s *scheduler) unschedulable(t *term, fit int, problem string) *UnschedulableError {
 	e := &UnschedulableError{AffinityName: t.name, Clusters: len(s.nodes), Fit: fit, Problem: problem}
 	for i := range s.nodes {
-		n := &s.nodes[i]
-		if n.why != nil && n.why != explNotSelected {
-			e.Excluded = append(e.Excluded, Exclusion{Cluster: n.c.Name, Reason: n.why.reason, Message: n.why.message})
+		if why := s.nodes[i].why; why != whyNone && why != whyNotSelected {
+			e.Excluded = append(e.Excluded, Exclusion{Cluster: s.cluster(int32(i)).Name, Reason: s.why(why).reason, Message: s.why(why).message})
 		}
 	}
 	return e
@@ -232,16 +274,20 @@ func (s *scheduler) decision(affinityName string) Decision {
 	k := 0
 	for i := range s.nodes {
 		n := &s.nodes[i]
+		name := s.in.Clusters[n.cluster].Name
 		if n.share > 0 {
-			d.Shares = append(d.Shares, Share{Cluster: n.c.Name, Replicas: n.share})
+			d.Shares = append(d.Shares, Share{Cluster: name, Replicas: n.share})
 			owners = append(owners, int32(i))
 			continue
 		}
-		if n.why == nil {
-			n.why = explRoundedToZero
+		if n.why == whyNone {
+			n.why = whyRoundedToZero
 		}
-		e := &d.Excluded[k] // field by field, see buildNodes
-		e.Cluster, e.Reason, e.Message = n.c.Name, n.why.reason, n.why.message
+		why := s.why(n.why)
+		// Field by field: assigning a whole struct with pointers costs a bulk write barrier while
+		// the garbage collector runs, which dominated large fleets.
+		e := &d.Excluded[k]
+		e.Cluster, e.Reason, e.Message = name, why.reason, why.message
 		k++
 	}
 	s.assignOrdinals(d.Shares, owners)

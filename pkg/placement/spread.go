@@ -20,10 +20,10 @@ type spreadSpec struct {
 }
 
 type topologyConstraint struct {
-	field    string
+	field    field
 	min, max int // max 0 means no bound
 	// missing explains the exclusion of clusters that leave the field empty.
-	missing *explanation
+	missing explID
 }
 
 // compileSpread reads spreadConstraints with Karmada's defaults: an empty spreadByField is
@@ -57,11 +57,11 @@ func compileSpread(p *policyv1alpha1.Placement) (spreadSpec, error) {
 		case policyv1alpha1.SpreadByFieldCluster:
 			spec.clusterMin, spec.clusterMax = minGroups, c.MaxGroups
 		case policyv1alpha1.SpreadByFieldProvider:
-			byField[0] = &topologyConstraint{field: fieldProvider, min: minGroups, max: c.MaxGroups, missing: explMissing[fieldProvider]}
+			byField[0] = &topologyConstraint{field: fieldProvider, min: minGroups, max: c.MaxGroups, missing: whyMissingProvider}
 		case policyv1alpha1.SpreadByFieldRegion:
-			byField[1] = &topologyConstraint{field: fieldRegion, min: minGroups, max: c.MaxGroups, missing: explMissing[fieldRegion]}
+			byField[1] = &topologyConstraint{field: fieldRegion, min: minGroups, max: c.MaxGroups, missing: whyMissingRegion}
 		case policyv1alpha1.SpreadByFieldZone:
-			byField[2] = &topologyConstraint{field: fieldZone, min: minGroups, max: c.MaxGroups, missing: explMissing[fieldZone]}
+			byField[2] = &topologyConstraint{field: fieldZone, min: minGroups, max: c.MaxGroups, missing: whyMissingZone}
 		default:
 			return spec, fmt.Errorf("%w: %s.spreadByField %q is not supported: use cluster, region, zone or provider", ErrInvalidPlacement, path, field)
 		}
@@ -75,15 +75,15 @@ func compileSpread(p *policyv1alpha1.Placement) (spreadSpec, error) {
 	return spec, nil
 }
 
-// missingField explains why a cluster lacks a field a constraint spreads by, or returns nil. It
-// applies even when the constraints do not select, as Karmada's filter plugin does.
-func (s *spreadSpec) missingField(c *Cluster) *explanation {
+// missingField explains why a cluster lacks a field a constraint spreads by, or returns whyNone.
+// It applies even when the constraints do not select, as Karmada's filter plugin does.
+func (s *spreadSpec) missingField(c *Cluster) explID {
 	for i := range s.topology {
-		if clusterField(c, s.topology[i].field) == "" {
+		if s.topology[i].field.of(c) == "" {
 			return s.topology[i].missing
 		}
 	}
-	return nil
+	return whyNone
 }
 
 // selection is the state of one run of selectBySpread.
@@ -95,30 +95,41 @@ type selection struct {
 	groups  []int
 }
 
-// groupIDs interns, once per decision, every cluster's value of each topology field as a small
-// integer, so selection tests group membership by indexing instead of hashing strings.
-func (s *scheduler) groupIDs() {
+// initGroups prepares group: once per decision, every node's group is unknown (-1).
+func (s *scheduler) initGroups() {
 	if s.groupOf != nil {
 		return
 	}
 	s.groupOf = make([][]int32, len(s.spread.topology))
-	s.groupCount = make([]int, len(s.spread.topology))
+	s.groupIDs = make([]map[string]int32, len(s.spread.topology))
 	s.ws.group = grow(s.ws.group, len(s.spread.topology))
 	for t := range s.spread.topology {
-		ids := map[string]int32{}
 		s.ws.group[t] = grow(s.ws.group[t], len(s.nodes))
-		of := s.ws.group[t]
-		for i := range s.nodes {
-			v := clusterField(s.nodes[i].c, s.spread.topology[t].field)
-			id, ok := ids[v]
-			if !ok {
-				id = int32(len(ids))
-				ids[v] = id
-			}
-			of[i] = id
+		s.groupOf[t] = s.ws.group[t]
+		for i := range s.groupOf[t] {
+			s.groupOf[t][i] = -1
 		}
-		s.groupOf[t], s.groupCount[t] = of, len(ids)
+		s.groupIDs[t] = map[string]int32{}
 	}
+}
+
+// group is node n's group for topology constraint t: its value of the field, interned as a small
+// integer so that selection tests group membership by indexing. Values are interned on first use
+// because selection usually stops after the best-ranked few hundred clusters, so most clusters of
+// a large fleet are never hashed.
+func (s *scheduler) group(t int, n int32) int32 {
+	g := s.groupOf[t][n]
+	if g < 0 {
+		v := s.spread.topology[t].field.of(s.cluster(n))
+		ids := s.groupIDs[t]
+		var known bool
+		if g, known = ids[v]; !known {
+			g = int32(len(ids))
+			ids[v] = g
+		}
+		s.groupOf[t][n] = g
+	}
+	return g
 }
 
 // selectBySpread chooses the clusters the spread constraints allow, from cands (node indexes in
@@ -140,12 +151,16 @@ func (s *scheduler) groupIDs() {
 // matter.
 func (s *scheduler) selectBySpread(cands []int32, need int64) ([]int32, string) {
 	spec := &s.spread
-	s.groupIDs()
+	s.initGroups()
 	ranked := s.ranked(cands)
 
 	sel := selection{chosen: grow(s.ws.chosen, len(ranked))[:0], inGroup: make([][]bool, len(spec.topology)), groups: make([]int, len(spec.topology))}
+	s.ws.inGroup = grow(s.ws.inGroup, len(spec.topology))
 	for t := range sel.inGroup {
-		sel.inGroup[t] = make([]bool, s.groupCount[t])
+		// Group ids are below the number of nodes; they are interned as selection goes.
+		s.ws.inGroup[t] = grow(s.ws.inGroup[t], len(s.nodes))
+		sel.inGroup[t] = s.ws.inGroup[t]
+		clear(sel.inGroup[t])
 	}
 	s.ws.taken = grow(s.ws.taken, len(ranked))
 	taken := s.ws.taken
@@ -158,7 +173,7 @@ func (s *scheduler) selectBySpread(cands []int32, need int64) ([]int32, string) 
 		sel.chosen = append(sel.chosen, n)
 		sel.capacity += s.nodes[n].capacity()
 		for t := range spec.topology {
-			if g := s.groupOf[t][n]; !sel.inGroup[t][g] {
+			if g := s.group(t, n); !sel.inGroup[t][g] {
 				sel.inGroup[t][g] = true
 				sel.groups[t]++
 			}
@@ -169,7 +184,7 @@ func (s *scheduler) selectBySpread(cands []int32, need int64) ([]int32, string) 
 	opens := func(n int32) (useful, allowed bool) {
 		allowed = true
 		for t := range spec.topology {
-			if sel.inGroup[t][s.groupOf[t][n]] {
+			if sel.inGroup[t][s.group(t, n)] {
 				continue
 			}
 			c := &spec.topology[t]
@@ -184,7 +199,7 @@ func (s *scheduler) selectBySpread(cands []int32, need int64) ([]int32, string) 
 	}
 	within := func(n int32) bool {
 		for t := range spec.topology {
-			if !sel.inGroup[t][s.groupOf[t][n]] {
+			if !sel.inGroup[t][s.group(t, n)] {
 				return false
 			}
 		}
@@ -285,7 +300,8 @@ func (s *scheduler) ranked(cands []int32) []int32 {
 		keys[k] = prev<<(2*field+4) | room<<indexBits | uint64(i)
 	}
 	s.ws.scratch = grow(s.ws.scratch, len(cands))
-	radixSort(keys, s.ws.scratch)
+	// cands are in index order, so the keys already are in order of their low indexBits bits.
+	radixSortAbove(keys, s.ws.scratch, indexBits)
 	s.ws.ranked = grow(s.ws.ranked, len(cands))
 	out := s.ws.ranked
 	for k, key := range keys {
@@ -347,9 +363,9 @@ func (s *scheduler) groupShortfall(cands []int32, ti int, chosen int) string {
 	t := &s.spread.topology[ti]
 	distinct := map[int32]struct{}{}
 	for _, n := range cands {
-		distinct[s.groupOf[ti][n]] = struct{}{}
+		distinct[s.group(ti, n)] = struct{}{}
 	}
-	noun := t.field + "s"
+	noun := t.field.String() + "s"
 	if len(distinct) < t.min {
 		return fmt.Sprintf("spreadConstraints need at least %d %s and they span %d", t.min, noun, len(distinct))
 	}

@@ -7,26 +7,33 @@ import "sync"
 // decision (page faults and zeroing of large objects), so they are pooled. Only the Decision the
 // caller receives is freshly allocated.
 type workspace struct {
-	order   []int32
-	keys    []uint64
-	scratch []uint64
-	nodes   []node
-	cands   []int32
-	ranked  []int32
-	chosen  []int32
-	taken   []bool
-	group   [][]int32
-	weights []int64
-	parties []party
-	heap    []int32
+	order    []int32
+	keys     []uint64
+	scratch  []uint64
+	nodes    []node
+	cands    []int32
+	ranked   []int32
+	chosen   []int32
+	taken    []bool
+	group    [][]int32
+	inGroup  [][]bool
+	weights  []int64
+	weightOf []int64
+	parties  []party
+	heap     []int32
+	// known[k] says Previous.Shares[k] names an input cluster; withRange lists the nodes with a
+	// usable previous range.
+	known     []bool
+	withRange []int32
+	whys      whyTable
 }
 
 var workspaces = sync.Pool{New: func() any { return new(workspace) }}
 
-// release returns the workspace to the pool, dropping the pointers into the caller's input so the
-// pool does not keep it alive.
+// release returns the workspace to the pool. Only whys holds pointers, to this decision's
+// messages; dropping them lets the pool keep nothing of the caller's alive.
 func (w *workspace) release() {
-	clear(w.nodes) // beyond len was cleared by earlier releases
+	clear(w.whys)
 	workspaces.Put(w)
 }
 
