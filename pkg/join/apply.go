@@ -36,6 +36,9 @@ func toUnstructured(obj client.Object) (*unstructured.Unstructured, error) {
 		return nil, fmt.Errorf("convert %s %s: %w", gvk.Kind, obj.GetName(), err)
 	}
 	delete(m, "status")
+	if spec, ok := m["spec"].(map[string]any); ok && len(spec) == 0 {
+		delete(m, "spec")
+	}
 	dropNullTimestamps(m)
 	u := &unstructured.Unstructured{Object: m}
 	u.SetGroupVersionKind(gvk)

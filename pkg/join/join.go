@@ -202,8 +202,8 @@ func (r *Result) Summary() string {
 		fmt.Fprintf(&b, "agent credential: ServiceAccount %s/%s with Role %s and ClusterRole %s; token valid until %s\n",
 			r.ServiceAccount.Namespace, r.ServiceAccount.Name, AgentName, ClusterRoleName(mc.Name), r.TokenExpiry.UTC().Format(time.RFC3339))
 		if r.RevokedServiceAccountUID != "" {
-			fmt.Fprintf(&b, "rotated: the previous ServiceAccount (uid %s) was deleted and recreated, so every token from an earlier join no longer works;\n"+
-				"  apply the new manifests to the member, or its running agent loses the hub\n", r.RevokedServiceAccountUID)
+			fmt.Fprintf(&b, "rotated: the previous ServiceAccount (uid %s) was deleted and recreated, so every token from an earlier join stops working\n"+
+				"  (within the API server's 10 s authentication cache); apply the new manifests to the member, or its running agent loses the hub\n", r.RevokedServiceAccountUID)
 		}
 	}
 	for _, w := range r.Warnings {

@@ -42,7 +42,9 @@ const (
 func ClusterRoleName(cluster string) string { return AgentName + "-" + cluster }
 
 // PushSecretName is the hub Secret in SystemNamespace holding a Push cluster's kubeconfig.
-func PushSecretName(cluster string) string { return dbfleetv1alpha1.MemberNamespace(cluster) + "-kubeconfig" }
+func PushSecretName(cluster string) string {
+	return dbfleetv1alpha1.MemberNamespace(cluster) + "-kubeconfig"
+}
 
 // hubLabels are the labels of every hub object join creates for a cluster.
 func hubLabels(cluster string) map[string]string {

@@ -11,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -147,17 +148,23 @@ func Unjoin(ctx context.Context, c client.Client, name string, force bool) (*Unj
 }
 
 // abandon deletes a MemberDatabase and removes the agent's finalizer, which no agent will remove
-// once its credential is gone.
+// once its credential is gone. Other finalizers are kept.
 func abandon(ctx context.Context, c client.Client, mdb *dbfleetv1alpha1.MemberDatabase) error {
 	if err := c.Delete(ctx, mdb); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete MemberDatabase %s: %w", describeKey(mdb), err)
 	}
-	if !controllerutil.ContainsFinalizer(mdb, dbfleetv1alpha1.MemberDatabaseFinalizer) {
-		return nil
-	}
-	patched := mdb.DeepCopy()
-	controllerutil.RemoveFinalizer(patched, dbfleetv1alpha1.MemberDatabaseFinalizer)
-	if err := c.Patch(ctx, patched, client.MergeFromWithOptions(mdb, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		fresh := &dbfleetv1alpha1.MemberDatabase{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(mdb), fresh); err != nil {
+			return err
+		}
+		patched := fresh.DeepCopy()
+		if !controllerutil.RemoveFinalizer(patched, dbfleetv1alpha1.MemberDatabaseFinalizer) {
+			return nil
+		}
+		return c.Patch(ctx, patched, client.MergeFromWithOptions(fresh, client.MergeFromWithOptimisticLock{}))
+	})
+	if client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("remove the agent finalizer of MemberDatabase %s: %w", describeKey(mdb), err)
 	}
 	return nil
@@ -181,11 +188,14 @@ func describeShares(items []dbfleetv1alpha1.MemberDatabase) string {
 // Summary describes what Unjoin did, for people.
 func (r *UnjoinResult) Summary(name string) string {
 	var b strings.Builder
-	if len(r.Deleted) == 0 && !r.NamespaceTerminating {
-		fmt.Fprintf(&b, "cluster %s is not joined: nothing to delete\n", name)
+	if len(r.Deleted) == 0 {
+		fmt.Fprintf(&b, "cluster %s: nothing left to delete\n", name)
 	}
 	for _, d := range r.Deleted {
 		fmt.Fprintf(&b, "deleted %s\n", d)
+		if strings.HasPrefix(d, "ServiceAccount ") {
+			fmt.Fprintf(&b, "  the agent's hub tokens stop working (within the API server's 10 s authentication cache)\n")
+		}
 	}
 	for _, a := range r.Abandoned {
 		fmt.Fprintf(&b, "forced: deleted MemberDatabase %s without the agent's confirmation; whatever it ran in cluster %s is left there\n", a, name)

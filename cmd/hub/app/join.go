@@ -96,7 +96,9 @@ func (o *joinOptions) complete(name string) ([]string, error) {
 	if o.memberContext != "" && o.memberConfig == "" {
 		errs = append(errs, errors.New("--member-context needs --member-kubeconfig"))
 	}
-	if o.memberConfig != "" {
+	if o.memberConfig != "" && o.opts.SyncMode != dbfleetv1alpha1.SyncPush {
+		errs = append(errs, errors.New("--member-kubeconfig is for --sync-mode Push; in Pull mode the agent runs in the member"))
+	} else if o.memberConfig != "" {
 		data, w, err := join.LoadMemberKubeconfig(o.memberConfig, o.memberContext)
 		if err != nil {
 			errs = append(errs, err)
