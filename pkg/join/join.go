@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -55,6 +56,8 @@ func Join(ctx context.Context, c client.Client, hub HubEndpoint, o Options) (*Re
 	switch err := c.Get(ctx, client.ObjectKey{Name: o.Name}, existing); {
 	case apierrors.IsNotFound(err):
 		res.Created = true
+	case meta.IsNoMatchError(err):
+		return nil, fmt.Errorf("the hub does not serve MemberClusters: install the dbfleet CRDs first (kubectl apply -f deploy/crds/): %w", err)
 	case err != nil:
 		return nil, fmt.Errorf("get MemberCluster %s: %w", o.Name, err)
 	default:

@@ -398,4 +398,18 @@ func TestMemberManifestsApply(t *testing.T) {
 	if len(kc.Clusters[kc.Contexts[ctxName].Cluster].CertificateAuthorityData) == 0 {
 		t.Error("hub kubeconfig has no CA data")
 	}
+
+	// Joining against an API server without the dbfleet CRDs (the member, by mistake) says so.
+	memberAdmin, err := member.Kubeconfig("admin", "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "member.kubeconfig")
+	if err := os.WriteFile(path, memberAdmin, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = hubCommand(t, "join", "east", "--kubeconfig", path, "--region", "r1", "--zone", "r1-a")
+	if err == nil || !strings.Contains(err.Error(), "install the dbfleet CRDs") {
+		t.Errorf("join against an API server without the CRDs: %v, want a hint to install them", err)
+	}
 }
