@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/providers/kubeconfig"
@@ -15,6 +16,9 @@ import (
 type Config struct {
 	// PushProvider engages Push-mode member clusters; the manager was built with it.
 	PushProvider *kubeconfig.Provider
+	// ClusterGracePeriod is how long the hub waits without observing a member's lease renewal
+	// before it marks the cluster Ready=Unknown.
+	ClusterGracePeriod time.Duration
 }
 
 // InitFunc registers one controller with the manager. The manager's local cluster is the hub;

@@ -10,8 +10,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,6 +27,7 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/hub"
+	"github.com/dbfleet/dbfleet/pkg/hub/clusterhealth"
 	"github.com/dbfleet/dbfleet/pkg/hub/databasecluster"
 	"github.com/dbfleet/dbfleet/pkg/hub/push"
 	"github.com/dbfleet/dbfleet/pkg/options"
@@ -36,6 +40,9 @@ var controllers = hub.Registry{
 	},
 	push.Name: func(ctx context.Context, mgr mcmanager.Manager, cfg hub.Config) error {
 		return push.Setup(ctx, mgr, cfg.PushProvider)
+	},
+	clusterhealth.Name: func(ctx context.Context, mgr mcmanager.Manager, cfg hub.Config) error {
+		return clusterhealth.Setup(ctx, mgr.GetLocalManager(), cfg)
 	},
 }
 
@@ -66,6 +73,7 @@ func newRunOptions() *runOptions {
 		retryPeriod:             2 * time.Second,
 		gracefulShutdownTimeout: 30 * time.Second,
 		controllers:             []string{"*"},
+		hub:                     hub.Config{ClusterGracePeriod: 20 * time.Second},
 	}
 }
 
@@ -85,6 +93,8 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 		"How long candidates wait between tries to acquire or renew leadership.")
 	fs.DurationVar(&o.gracefulShutdownTimeout, "graceful-shutdown-timeout", o.gracefulShutdownTimeout,
 		"How long controllers get to finish in-flight work after SIGTERM.")
+	fs.DurationVar(&o.hub.ClusterGracePeriod, "cluster-grace-period", o.hub.ClusterGracePeriod,
+		"How long the hub waits without observing a member agent renew its lease before it marks the cluster Ready=Unknown and taints it dbfleet.io/unreachable. Measured on the hub's own clock.")
 	fs.StringSliceVar(&o.controllers, "controllers", o.controllers, fmt.Sprintf(
 		"Controllers to run: '*' for all, 'name' to add one, '-name' to leave one out. Known: %s.",
 		strings.Join(controllers.Names(), ", ")))
@@ -100,6 +110,9 @@ func (o *runOptions) validate() error {
 			errs = append(errs, fmt.Errorf("leader election needs 0 < --leader-elect-retry-period (%s) < --leader-elect-renew-deadline (%s) < --leader-elect-lease-duration (%s)",
 				o.retryPeriod, o.renewDeadline, o.leaseDuration))
 		}
+	}
+	if o.hub.ClusterGracePeriod <= 0 {
+		errs = append(errs, fmt.Errorf("--cluster-grace-period must be positive, got %s", o.hub.ClusterGracePeriod))
 	}
 	if o.gracefulShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--graceful-shutdown-timeout must not be negative, got %s", o.gracefulShutdownTimeout))
@@ -138,6 +151,13 @@ func newScheme() *runtime.Scheme {
 	return s
 }
 
+// agentLeases selects the agents' heartbeat Leases, which carry the cluster label.
+var agentLeases = func() labels.Selector {
+	req, err := labels.NewRequirement(dbfleetv1alpha1.LabelCluster, selection.Exists, nil)
+	utilruntime.Must(err)
+	return labels.NewSelector().Add(*req)
+}()
+
 func run(ctx context.Context, o *runOptions) error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.manager.Zap)))
 	log := ctrl.Log.WithName("hub")
@@ -153,6 +173,8 @@ func run(ctx context.Context, o *runOptions) error {
 		// The only Secrets the hub reads are the Push kubeconfigs in its own namespace.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {Namespaces: map[string]cache.Config{push.Namespace: {}}},
+			// Agents' heartbeat Leases, not every Lease of the hub.
+			&coordinationv1.Lease{}: {Label: agentLeases},
 		}},
 		Metrics:                       metricsserver.Options{BindAddress: o.manager.MetricsBindAddress},
 		HealthProbeBindAddress:        o.manager.HealthProbeBindAddress,

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
@@ -89,26 +90,33 @@ func (f *fixture) setReady(cluster string, status metav1.ConditionStatus) {
 	})
 }
 
+// updateMemberStatus and updateMember retry on conflict: hub controllers write MemberClusters too.
 func (f *fixture) updateMemberStatus(cluster string, change func(*dbfleetv1alpha1.MemberCluster)) {
 	f.t.Helper()
-	mc := &dbfleetv1alpha1.MemberCluster{}
-	if err := f.c.Get(f.ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
-		f.t.Fatal(err)
-	}
-	change(mc)
-	if err := f.c.Status().Update(f.ctx, mc); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		mc := &dbfleetv1alpha1.MemberCluster{}
+		if err := f.c.Get(f.ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
+			return err
+		}
+		change(mc)
+		return f.c.Status().Update(f.ctx, mc)
+	})
+	if err != nil {
 		f.t.Fatal(err)
 	}
 }
 
 func (f *fixture) updateMember(cluster string, change func(*dbfleetv1alpha1.MemberCluster)) {
 	f.t.Helper()
-	mc := &dbfleetv1alpha1.MemberCluster{}
-	if err := f.c.Get(f.ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
-		f.t.Fatal(err)
-	}
-	change(mc)
-	if err := f.c.Update(f.ctx, mc); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		mc := &dbfleetv1alpha1.MemberCluster{}
+		if err := f.c.Get(f.ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
+			return err
+		}
+		change(mc)
+		return f.c.Update(f.ctx, mc)
+	})
+	if err != nil {
 		f.t.Fatal(err)
 	}
 }

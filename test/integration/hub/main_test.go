@@ -51,8 +51,24 @@ func startHub(t *testing.T) (stop func()) {
 	return startHubAs(t, env.Config, ctrl.Options{})
 }
 
+// ctrlManager is the manager controllers are set up with.
+type ctrlManager = ctrl.Manager
+
+// startHubWith runs only the given controllers in-process against the test API server.
+func startHubWith(t *testing.T, setup func(context.Context, ctrl.Manager) error) (stop func()) {
+	t.Helper()
+	return startManager(t, env.Config, ctrl.Options{}, setup)
+}
+
 // startHubAs runs the hub with the given identity and manager options (leader election, say).
 func startHubAs(t *testing.T, cfg *rest.Config, opts ctrl.Options) (stop func()) {
+	t.Helper()
+	return startManager(t, cfg, opts, func(ctx context.Context, mgr ctrl.Manager) error {
+		return databasecluster.Setup(ctx, mgr, hub.Config{})
+	})
+}
+
+func startManager(t *testing.T, cfg *rest.Config, opts ctrl.Options, setup func(context.Context, ctrl.Manager) error) (stop func()) {
 	t.Helper()
 	opts.Scheme = framework.Scheme
 	opts.Metrics = metricsserver.Options{BindAddress: "0"}
@@ -64,7 +80,7 @@ func startHubAs(t *testing.T, cfg *rest.Config, opts ctrl.Options) (stop func())
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := databasecluster.Setup(ctx, mgr, hub.Config{}); err != nil {
+	if err := setup(ctx, mgr); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)

@@ -1,0 +1,201 @@
+package clusterhealth
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/agent/heartbeat"
+	"github.com/dbfleet/dbfleet/pkg/hub"
+)
+
+// Name is the controller's name in the hub's --controllers list.
+const Name = "clusterhealth"
+
+// Reasons the hub sets.
+const (
+	ReasonAgentLeaseExpired = "AgentLeaseExpired"
+	ReasonLeaseRenewed      = "LeaseRenewed"
+)
+
+// Reconciler judges MemberCluster health from Lease renewals.
+type Reconciler struct {
+	Client      client.Client
+	Recorder    events.EventRecorder
+	Clock       clock.PassiveClock
+	GracePeriod time.Duration
+
+	observer *observer
+}
+
+// +kubebuilder:rbac:groups=dbfleet.io,resources=memberclusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=dbfleet.io,resources=memberclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch
+
+// Setup registers the controller.
+func Setup(_ context.Context, mgr ctrl.Manager, cfg hub.Config) error {
+	r := &Reconciler{
+		Client:      mgr.GetClient(),
+		Recorder:    mgr.GetEventRecorder("dbfleet-hub"),
+		Clock:       clock.RealClock{},
+		GracePeriod: cfg.ClusterGracePeriod,
+	}
+	return r.SetupWithManager(mgr)
+}
+
+// SetupWithManager watches MemberClusters and the agents' Leases.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.observer == nil {
+		r.observer = newObserver(r.Clock)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(Name).
+		For(&dbfleetv1alpha1.MemberCluster{}).
+		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(leaseOwner)).
+		Complete(r)
+}
+
+// leaseOwner maps an agent Lease to its MemberCluster.
+func leaseOwner(_ context.Context, obj client.Object) []reconcile.Request {
+	cluster := obj.GetLabels()[dbfleetv1alpha1.LabelCluster]
+	if obj.GetName() != heartbeat.LeaseName || cluster == "" || obj.GetNamespace() != dbfleetv1alpha1.MemberNamespace(cluster) {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: cluster}}}
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx).WithValues("MemberCluster", req.Name)
+	mc := &dbfleetv1alpha1.MemberCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, mc); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			r.observer.forget(req.Name)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+
+	lease := &coordinationv1.Lease{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(mc.Name), Name: heartbeat.LeaseName}, lease)
+	if client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("read agent lease: %w", err)
+	}
+	if err == nil && lease.Spec.RenewTime != nil {
+		r.observer.observe(mc.Name, lease.Spec.RenewTime.Time)
+	}
+	silent := r.observer.silentFor(mc.Name)
+	now := r.Clock.Now()
+
+	before := mc.DeepCopy()
+	expired := silent > r.GracePeriod
+	if expired {
+		msg := fmt.Sprintf("no renewal of the agent's lease observed for %s (grace period %s)", silent.Round(time.Second), r.GracePeriod)
+		setCondition(mc, dbfleetv1alpha1.ConditionReady, metav1.ConditionUnknown, ReasonAgentLeaseExpired, msg)
+		setCondition(mc, dbfleetv1alpha1.ConditionAgentConnected, metav1.ConditionFalse, ReasonAgentLeaseExpired, msg)
+	} else if c := meta.FindStatusCondition(mc.Status.Conditions, dbfleetv1alpha1.ConditionAgentConnected); c != nil && c.Status != metav1.ConditionTrue {
+		setCondition(mc, dbfleetv1alpha1.ConditionAgentConnected, metav1.ConditionTrue, ReasonLeaseRenewed, "the agent renews its lease again")
+	}
+	if last := r.observer.lastObserved(mc.Name); !last.IsZero() {
+		// The wall time of the observation, for people; written when it moved by more than half a
+		// grace period, not on every renewal (the Lease is the fine-grained signal).
+		observed := now.Add(-r.Clock.Since(last)).Truncate(time.Second)
+		if mc.Status.LastHeartbeat == nil || observed.Sub(mc.Status.LastHeartbeat.Time) > r.GracePeriod/2 {
+			mc.Status.LastHeartbeat = &metav1.Time{Time: observed}
+		}
+	}
+	if !equality.Semantic.DeepEqual(before.Status, mc.Status) {
+		if err := r.Client.Status().Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, fmt.Errorf("write MemberCluster status: %w", err)
+		}
+		if expired && !meta.IsStatusConditionPresentAndEqual(before.Status.Conditions, dbfleetv1alpha1.ConditionReady, metav1.ConditionUnknown) {
+			log.Info("Cluster unreachable", "silentFor", silent)
+			r.Recorder.Eventf(mc, nil, corev1.EventTypeWarning, ReasonAgentLeaseExpired, "Detect",
+				"no lease renewal observed for %s; cluster marked Ready=Unknown", silent.Round(time.Second))
+		}
+	}
+
+	if err := r.syncTaints(ctx, mc, now); err != nil {
+		return ctrl.Result{}, err
+	}
+	if expired {
+		return ctrl.Result{}, nil // the next Lease change brings the cluster back
+	}
+	// Look again just after the grace period would run out.
+	return ctrl.Result{RequeueAfter: r.GracePeriod - silent + time.Second/10}, nil
+}
+
+func setCondition(mc *dbfleetv1alpha1.MemberCluster, t string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&mc.Status.Conditions, metav1.Condition{
+		Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: mc.Generation,
+	})
+}
+
+// syncTaints makes the health taints follow the Ready condition: unreachable while Unknown,
+// not-ready while False, none while True. Each taint is both NoSchedule (no new shares) and
+// NoExecute (shares leave once the policy's toleration runs out). Other taints are kept.
+func (r *Reconciler) syncTaints(ctx context.Context, mc *dbfleetv1alpha1.MemberCluster, now time.Time) error {
+	want := ""
+	switch c := meta.FindStatusCondition(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady); {
+	case c == nil:
+	case c.Status == metav1.ConditionUnknown:
+		want = dbfleetv1alpha1.TaintClusterUnreachable
+	case c.Status == metav1.ConditionFalse:
+		want = dbfleetv1alpha1.TaintClusterNotReady
+	}
+	var taints []corev1.Taint
+	have := map[corev1.TaintEffect]bool{}
+	for _, t := range mc.Spec.Taints {
+		health := t.Key == dbfleetv1alpha1.TaintClusterUnreachable || t.Key == dbfleetv1alpha1.TaintClusterNotReady
+		if health && t.Key != want {
+			continue
+		}
+		if health {
+			have[t.Effect] = true
+		}
+		taints = append(taints, t)
+	}
+	if want != "" {
+		for _, effect := range []corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectNoExecute} {
+			if !have[effect] {
+				taints = append(taints, corev1.Taint{Key: want, Effect: effect, TimeAdded: &metav1.Time{Time: now}})
+			}
+		}
+	}
+	if equality.Semantic.DeepEqual(taints, mc.Spec.Taints) || (len(taints) == 0 && len(mc.Spec.Taints) == 0) {
+		return nil
+	}
+	before := mc.DeepCopy()
+	mc.Spec.Taints = taints
+	if err := r.Client.Patch(ctx, mc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("update health taints: %w", err)
+	}
+	r.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, "TaintsChanged", "Taint", "health taints now %v", healthTaints(taints))
+	return nil
+}
+
+func healthTaints(taints []corev1.Taint) []string {
+	var out []string
+	for _, t := range taints {
+		if t.Key == dbfleetv1alpha1.TaintClusterUnreachable || t.Key == dbfleetv1alpha1.TaintClusterNotReady {
+			out = append(out, t.Key+":"+string(t.Effect))
+		}
+	}
+	if out == nil {
+		return []string{"none"}
+	}
+	return out
+}

@@ -1,0 +1,8 @@
+// Package clusterhealth is the hub's judgement of member clusters. It watches each agent's Lease
+// in member-<cluster> and notes, on the hub's own monotonic clock, when it last saw the renew time
+// change; it never compares the agent's timestamps with its own clock. A cluster not seen renewing
+// for the grace period is Ready=Unknown (AgentLeaseExpired) and tainted dbfleet.io/unreachable; a
+// cluster whose agent reports its member API server unhealthy (Ready=False) is tainted
+// dbfleet.io/not-ready. Taints carry timeAdded, from which policies' tolerations run, and go away
+// with the condition.
+package clusterhealth

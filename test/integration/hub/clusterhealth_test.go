@@ -1,0 +1,181 @@
+package hub
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/agent/heartbeat"
+	"github.com/dbfleet/dbfleet/pkg/hub"
+	"github.com/dbfleet/dbfleet/pkg/hub/clusterhealth"
+	"github.com/dbfleet/dbfleet/test/framework"
+)
+
+// startClusterHealth runs the health controller with a short grace period.
+func startClusterHealth(t *testing.T, grace time.Duration) {
+	t.Helper()
+	startHubWith(t, func(ctx context.Context, mgr ctrlManager) error {
+		return clusterhealth.Setup(ctx, mgr, hub.Config{ClusterGracePeriod: grace})
+	})
+}
+
+// agentBeats runs a real heartbeat for the cluster until the returned stop is called.
+func agentBeats(t *testing.T, cluster string) (stop func()) {
+	t.Helper()
+	disco, err := discovery.NewDiscoveryClientForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb := &heartbeat.Heartbeat{Cluster: cluster, Hub: env.Client, Member: env.Client, MemberDiscovery: disco,
+		Interval: 200 * time.Millisecond, FenceAfter: time.Second, Clock: clock.RealClock{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = hb.Start(ctx); close(done) }()
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func (f *fixture) waitMember(cluster, what string, cond func(*dbfleetv1alpha1.MemberCluster) bool) *dbfleetv1alpha1.MemberCluster {
+	f.t.Helper()
+	mc := &dbfleetv1alpha1.MemberCluster{}
+	err := framework.WaitFor(f.ctx, framework.DefaultTimeout, what, func(ctx context.Context) (bool, error) {
+		if err := f.c.Get(ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
+			return false, err
+		}
+		return cond(mc), nil
+	})
+	if err != nil {
+		f.t.Fatalf("%v\nspec.taints=%v status=%+v", err, mc.Spec.Taints, mc.Status)
+	}
+	return mc
+}
+
+func healthTaints(mc *dbfleetv1alpha1.MemberCluster, key string) map[corev1.TaintEffect]bool {
+	got := map[corev1.TaintEffect]bool{}
+	for _, t := range mc.Spec.Taints {
+		if t.Key == key && t.TimeAdded != nil {
+			got[t.Effect] = true
+		}
+	}
+	return got
+}
+
+func hasTaint(mc *dbfleetv1alpha1.MemberCluster, key string) bool {
+	for _, t := range mc.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+func TestSilentAgentGoesUnknownAndTainted(t *testing.T) {
+	const grace = 2 * time.Second
+	f := newFixture(t)
+	startClusterHealth(t, grace)
+	a := f.member("a", "r1", 100)
+	f.updateMember(a, func(mc *dbfleetv1alpha1.MemberCluster) {
+		mc.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}}
+	})
+	stop := agentBeats(t, a)
+	f.waitMember(a, "connected", func(mc *dbfleetv1alpha1.MemberCluster) bool {
+		return meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady) && mc.Status.LastHeartbeat != nil
+	})
+
+	stop()
+	stoppedAt := time.Now()
+	mc := f.waitMember(a, "Ready=Unknown and tainted", func(mc *dbfleetv1alpha1.MemberCluster) bool {
+		t := healthTaints(mc, dbfleetv1alpha1.TaintClusterUnreachable)
+		return meta.IsStatusConditionPresentAndEqual(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady, metav1.ConditionUnknown) &&
+			t[corev1.TaintEffectNoSchedule] && t[corev1.TaintEffectNoExecute]
+	})
+	detected := time.Since(stoppedAt)
+	t.Logf("detected a silent agent after %s (grace %s)", detected.Round(10*time.Millisecond), grace)
+	if detected < grace {
+		t.Errorf("marked Unknown after %s, before the grace period %s", detected, grace)
+	}
+	if c := meta.FindStatusCondition(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady); c.Reason != clusterhealth.ReasonAgentLeaseExpired {
+		t.Errorf("Ready reason %s", c.Reason)
+	}
+	if !meta.IsStatusConditionFalse(mc.Status.Conditions, dbfleetv1alpha1.ConditionAgentConnected) {
+		t.Error("AgentConnected is not False")
+	}
+	if !hasTaint(mc, "dedicated") {
+		t.Errorf("the user's taint was lost: %v", mc.Spec.Taints)
+	}
+
+	// The agent comes back: Ready again, health taints gone, the user's taint kept.
+	agentBeats(t, a)
+	f.waitMember(a, "recovered", func(mc *dbfleetv1alpha1.MemberCluster) bool {
+		return meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady) &&
+			meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionAgentConnected) &&
+			len(healthTaints(mc, dbfleetv1alpha1.TaintClusterUnreachable)) == 0 && hasTaint(mc, "dedicated")
+	})
+}
+
+func TestNotReadyMemberIsTaintedNotReady(t *testing.T) {
+	f := newFixture(t)
+	startClusterHealth(t, time.Minute)
+	a := f.member("a", "r1", 100)
+	f.setReady(a, metav1.ConditionFalse) // as an agent whose member API server fails
+	f.waitMember(a, "not-ready taints", func(mc *dbfleetv1alpha1.MemberCluster) bool {
+		t := healthTaints(mc, dbfleetv1alpha1.TaintClusterNotReady)
+		return t[corev1.TaintEffectNoSchedule] && t[corev1.TaintEffectNoExecute] &&
+			len(healthTaints(mc, dbfleetv1alpha1.TaintClusterUnreachable)) == 0
+	})
+}
+
+// TestAgentClockSkewDoesNotMatter renews a Lease whose timestamps are an hour in the past, as an
+// agent with a wrong clock would: the hub only looks at whether the value changes.
+func TestAgentClockSkewDoesNotMatter(t *testing.T) {
+	const grace = 2 * time.Second
+	f := newFixture(t)
+	startClusterHealth(t, grace)
+	a := f.member("a", "r1", 100)
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: dbfleetv1alpha1.MemberNamespace(a), Name: heartbeat.LeaseName,
+			Labels: map[string]string{dbfleetv1alpha1.LabelCluster: a}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(a), LeaseDurationSeconds: ptr.To[int32](1),
+			RenewTime: &metav1.MicroTime{Time: time.Now().Add(-time.Hour)}},
+	}
+	if err := f.c.Create(f.ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	// Renew (with the skewed clock) until three grace periods have passed by the test's clock.
+	deadline := time.Now().Add(3 * grace)
+	err := framework.WaitFor(f.ctx, framework.DefaultTimeout, "three grace periods of skewed renewals", func(ctx context.Context) (bool, error) {
+		lease.Spec.RenewTime = &metav1.MicroTime{Time: lease.Spec.RenewTime.Add(time.Second)}
+		if err := f.c.Update(ctx, lease); err != nil {
+			return false, err
+		}
+		mc := &dbfleetv1alpha1.MemberCluster{}
+		if err := f.c.Get(ctx, client.ObjectKey{Name: a}, mc); err != nil {
+			return false, err
+		}
+		if !meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady) {
+			t.Fatalf("a renewing agent with a skewed clock was marked %v", mc.Status.Conditions)
+		}
+		return time.Now().After(deadline), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
