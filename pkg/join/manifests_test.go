@@ -119,7 +119,7 @@ func TestHubObjectsAreLabelled(t *testing.T) {
 			t.Errorf("%T labels %v", obj, l)
 		}
 	}
-	if s := pushSecret("east", nil); s.Labels[LabelKubeconfig] != "true" || s.Name != "member-east-kubeconfig" || s.Namespace != SystemNamespace {
+	if s := pushSecret("east", nil); s.Labels[LabelKubeconfig] != "true" || s.Name != "east" || s.Namespace != SystemNamespace {
 		t.Errorf("push Secret %s/%s labels %v", s.Namespace, s.Name, s.Labels)
 	}
 }

@@ -41,10 +41,10 @@ const (
 // its own MemberCluster and write its status.
 func ClusterRoleName(cluster string) string { return AgentName + "-" + cluster }
 
-// PushSecretName is the hub Secret in SystemNamespace holding a Push cluster's kubeconfig.
-func PushSecretName(cluster string) string {
-	return dbfleetv1alpha1.MemberNamespace(cluster) + "-kubeconfig"
-}
+// PushSecretName names the hub Secret (in dbfleet-system) holding a Push cluster's kubeconfig: the
+// cluster's own name, because multicluster-runtime's kubeconfig provider, which the hub's push
+// controller runs, engages each cluster under the name of its Secret.
+func PushSecretName(cluster string) string { return cluster }
 
 // hubLabels are the labels of every hub object join creates for a cluster.
 func hubLabels(cluster string) map[string]string {

@@ -135,7 +135,7 @@ Apply them to the member cluster. Joining again rotates the credential: the Serv
 recreated, so tokens from earlier joins stop working.
 
 In Push mode the hub reconciles the member through --member-kubeconfig, which join stores in the
-hub Secret dbfleet-system/member-NAME-kubeconfig; no agent and no agent credential are created.
+hub Secret dbfleet-system/NAME; no agent and no agent credential are created.
 
 Run it with a hub admin kubeconfig (--kubeconfig, else $KUBECONFIG). Manifests go to stdout (or
 -o FILE); what join did goes to stderr (stdout with -o).`,
