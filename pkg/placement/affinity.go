@@ -78,8 +78,37 @@ func (m *affinity) explain(k mismatch) *explanation {
 
 type fieldRequirement struct {
 	field  field
-	op     corev1.NodeSelectorOperator
+	op     operator
 	values []string
+}
+
+// operator is a selector operator, shared by label and field selectors. It is a number so that
+// matching thousands of clusters compares no operator strings.
+type operator uint8
+
+const (
+	opIn operator = iota
+	opNotIn
+	opExists
+	opDoesNotExist
+)
+
+// operators are the operators' names, the same in label and node (field) selectors.
+var operators = map[string]operator{"In": opIn, "NotIn": opNotIn, "Exists": opExists, "DoesNotExist": opDoesNotExist}
+
+// holds reports whether a label or field with value v (present says whether it is set) satisfies
+// the operator.
+func (o operator) holds(v string, present bool, values []string) bool {
+	switch o {
+	case opIn:
+		return present && slices.Contains(values, v)
+	case opNotIn:
+		return !present || !slices.Contains(values, v)
+	case opExists:
+		return present
+	default: // opDoesNotExist
+		return !present
+	}
 }
 
 // compileAffinity turns a ClusterAffinity into a matcher. A nil affinity matches every cluster.
@@ -114,16 +143,14 @@ func compileFieldRequirement(e corev1.NodeSelectorRequirement) (fieldRequirement
 	if f < 0 {
 		return fieldRequirement{}, fmt.Errorf("key %q is not supported: use provider, region or zone", e.Key)
 	}
-	switch e.Operator {
-	case corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn:
-		if len(e.Values) == 0 {
-			return fieldRequirement{}, fmt.Errorf("operator %s needs at least one value", e.Operator)
-		}
-	case corev1.NodeSelectorOpExists, corev1.NodeSelectorOpDoesNotExist:
-	default:
+	op, known := operators[string(e.Operator)]
+	switch {
+	case !known: // Gt and Lt
 		return fieldRequirement{}, fmt.Errorf("operator %q is not supported: use In or NotIn", e.Operator)
+	case (op == opIn || op == opNotIn) && len(e.Values) == 0:
+		return fieldRequirement{}, fmt.Errorf("operator %s needs at least one value", e.Operator)
 	}
-	return fieldRequirement{field: field(f), op: e.Operator, values: e.Values}, nil
+	return fieldRequirement{field: field(f), op: op, values: e.Values}, nil
 }
 
 // match returns matched when the cluster satisfies the affinity, and which part rejects it
@@ -151,16 +178,7 @@ func (m *affinity) match(c *Cluster) mismatch {
 // matches treats a field like a label: an empty field is an absent label.
 func (r *fieldRequirement) matches(c *Cluster) bool {
 	v := r.field.of(c)
-	switch r.op {
-	case corev1.NodeSelectorOpIn:
-		return v != "" && slices.Contains(r.values, v)
-	case corev1.NodeSelectorOpNotIn:
-		return v == "" || !slices.Contains(r.values, v)
-	case corev1.NodeSelectorOpExists:
-		return v != ""
-	default: // DoesNotExist
-		return v == ""
-	}
+	return r.op.holds(v, v != "", r.values)
 }
 
 // nameSet answers membership in a list of cluster names: a scan for short lists, a map for long
@@ -197,7 +215,7 @@ func (s nameSet) has(name string) bool {
 // through labels.Selector, saves a third of the time of filtering a large fleet.
 type labelRequirement struct {
 	key    string
-	op     metav1.LabelSelectorOperator
+	op     operator
 	values []string // In and NotIn
 }
 
@@ -209,10 +227,11 @@ func compileLabelSelector(sel *metav1.LabelSelector) ([]labelRequirement, error)
 	}
 	reqs := make([]labelRequirement, 0, len(sel.MatchLabels)+len(sel.MatchExpressions))
 	for k, v := range sel.MatchLabels {
-		reqs = append(reqs, labelRequirement{key: k, op: metav1.LabelSelectorOpIn, values: []string{v}})
+		reqs = append(reqs, labelRequirement{key: k, op: opIn, values: []string{v}})
 	}
 	for _, e := range sel.MatchExpressions {
-		reqs = append(reqs, labelRequirement{key: e.Key, op: e.Operator, values: e.Values})
+		// LabelSelectorAsSelector rejected any other operator.
+		reqs = append(reqs, labelRequirement{key: e.Key, op: operators[string(e.Operator)], values: e.Values})
 	}
 	// Map iteration order must not leak into anything observable; sorting keeps compiled
 	// selectors identical between runs.
@@ -222,14 +241,5 @@ func compileLabelSelector(sel *metav1.LabelSelector) ([]labelRequirement, error)
 
 func (r *labelRequirement) matches(set map[string]string) bool {
 	v, ok := set[r.key]
-	switch r.op {
-	case metav1.LabelSelectorOpIn:
-		return ok && slices.Contains(r.values, v)
-	case metav1.LabelSelectorOpNotIn:
-		return !ok || !slices.Contains(r.values, v)
-	case metav1.LabelSelectorOpExists:
-		return ok
-	default: // DoesNotExist; LabelSelectorAsSelector rejected any other operator
-		return !ok
-	}
+	return r.op.holds(v, ok, r.values)
 }

@@ -52,26 +52,25 @@ func (s *scheduler) divideDuplicated(chosen []int32) {
 // previous share. Previous shares only break exact ties, so a decision repeated on the same
 // input is reproduced exactly.
 func (s *scheduler) divideStatic(chosen []int32) string {
-	s.ws.weights = grow(s.ws.weights, len(chosen))
-	weights := s.ws.weights
-	clear(weights)
+	// attempt worked out the weights of the candidates, chosen among them.
 	var sum int64
-	for k, i := range chosen {
-		if len(s.statics) > 0 {
-			weights[k] = s.staticWeight(i)
-		}
-		sum += weights[k]
-	}
-	if sum == 0 {
-		for k := range weights {
-			weights[k] = 1
+	if s.weightOf != nil {
+		for _, i := range chosen {
+			sum += s.weightOf[i]
 		}
 	}
-	parties := grow(s.ws.parties, len(chosen))[:0]
-	defer func() { s.ws.parties = parties }()
-	for k, i := range chosen {
+	// No entry matches a chosen cluster: each weighs 1.
+	equal := sum == 0
+	// Sized up front, so the appends below stay within the workspace's array.
+	s.ws.parties = grow(s.ws.parties, len(chosen))
+	parties := s.ws.parties[:0]
+	for _, i := range chosen {
 		n := &s.nodes[i]
-		if weights[k] == 0 {
+		weight := int64(1)
+		if !equal {
+			weight = s.weightOf[i]
+		}
+		if weight == 0 {
 			n.exclude(whyNoWeight)
 			continue
 		}
@@ -79,7 +78,7 @@ func (s *scheduler) divideStatic(chosen []int32) string {
 		if n.health.elig != eligible {
 			limit = n.prev
 		}
-		parties = append(parties, party{node: i, weight: weights[k], limit: limit, favoured: n.prev})
+		parties = append(parties, party{node: i, weight: weight, limit: limit, favoured: n.prev})
 	}
 	placed := apportion(parties, int64(s.in.Replicas), s.ws)
 	s.applySeats(parties, false)
@@ -89,22 +88,14 @@ func (s *scheduler) divideStatic(chosen []int32) string {
 	return ""
 }
 
-// staticWeight is the weight staticWeightList gives node i, 0 when no entry matches. It is worked
-// out once per decision.
-func (s *scheduler) staticWeight(i int32) int64 {
-	if w := s.weightOf[i]; w >= 0 {
-		return w
-	}
-	var w int64
-	c := s.cluster(i)
+// staticWeight is the weight staticWeightList gives the cluster, 0 when no entry matches.
+func (s *scheduler) staticWeight(c *Cluster) int64 {
 	for _, rule := range s.statics { // heaviest first: the first match is the highest weight
 		if rule.target.match(c) == matched {
-			w = rule.weight
-			break
+			return rule.weight
 		}
 	}
-	s.weightOf[i] = w
-	return w
+	return 0
 }
 
 // divideSteady is Karmada's Steady assignment for dynamic weights and Aggregated: it starts from
@@ -163,8 +154,8 @@ func (s *scheduler) scaleDown(chosen []int32, want int64) {
 			}
 		}
 	}
-	parties := grow(s.ws.parties, len(holders))
-	defer func() { s.ws.parties = parties }()
+	s.ws.parties = grow(s.ws.parties, len(holders))
+	parties := s.ws.parties
 	for k, i := range holders {
 		p := s.nodes[i].prev
 		parties[k] = party{node: i, weight: int64(p), limit: p, favoured: p}
@@ -193,8 +184,8 @@ func (s *scheduler) scaleUp(chosen []int32, extra int64) string {
 	if s.strat == aggregated {
 		targets = s.fewestFor(chosen, extra)
 	}
-	parties := grow(s.ws.parties, len(targets))[:0]
-	defer func() { s.ws.parties = parties }()
+	s.ws.parties = grow(s.ws.parties, len(targets))
+	parties := s.ws.parties[:0]
 	for _, i := range targets {
 		if f := s.nodes[i].free; f > 0 {
 			parties = append(parties, party{node: i, weight: f, limit: int32(min(f, noLimit))})

@@ -5,30 +5,37 @@ import (
 	"strings"
 )
 
-// nameOrder returns the indexes of clusters in name order, and whether the names were already
-// strictly increasing (so none repeats). Sorting names is the largest single cost of a decision
-// over a big fleet, so:
+// nameOrder returns the indexes of clusters in name order, and the index of a cluster whose name
+// appears more than once (the first such name), or -1. Sorting names is the largest single cost
+// of a decision over a big fleet, so:
 //   - input already in name order (a caller scheduling many databases sorts its snapshot once)
 //     is recognised with one linear pass;
 //   - otherwise each name is reduced to a 64-bit key, the five bytes that follow the prefix all
 //     names share plus the cluster's index, and the keys are radix-sorted. Names
-//     whose five bytes tie ("us-east-1a", "us-east-1b") are then ordered by their full name.
-func nameOrder(clusters []Cluster, ws *workspace) (order []int32, increasing bool) {
+//     whose five bytes tie ("us-east-1a", "us-east-1b") are then ordered by their full name;
+//     only they can repeat.
+func nameOrder(clusters []Cluster, ws *workspace) (order []int32, dup int32) {
 	ws.order = grow(ws.order, len(clusters))
 	order = ws.order
-	increasing = true
+	increasing := true
 	for i := range clusters {
 		order[i] = int32(i)
-		if i > 0 && clusters[i-1].Name >= clusters[i].Name {
+		// Once a pair is out of order the names are sorted below: stop comparing them.
+		if increasing && i > 0 && clusters[i-1].Name >= clusters[i].Name {
 			increasing = false
 		}
 	}
 	if increasing {
-		return order, true
+		return order, -1
 	}
 	if len(clusters) >= 1<<indexBits {
 		slices.SortFunc(order, func(a, b int32) int { return strings.Compare(clusters[a].Name, clusters[b].Name) })
-		return order, false
+		for i := 1; i < len(order); i++ {
+			if clusters[order[i]].Name == clusters[order[i-1]].Name {
+				return order, order[i]
+			}
+		}
+		return order, -1
 	}
 
 	prefix := commonPrefix(clusters)
@@ -39,22 +46,29 @@ func nameOrder(clusters []Cluster, ws *workspace) (order []int32, increasing boo
 		keys[i] = nameKey(clusters[i].Name, prefix)<<indexBits | uint64(i)
 	}
 	radixSortAbove(keys, ws.scratch, indexBits) // keys[i] ends in i: in order of the low bits
+	dup = -1
 	for lo := 0; lo < len(keys); {
 		hi := lo + 1
 		for hi < len(keys) && keys[hi]>>indexBits == keys[lo]>>indexBits {
 			hi++
 		}
 		if hi-lo > 1 {
-			slices.SortFunc(keys[lo:hi], func(a, b uint64) int {
+			tied := keys[lo:hi]
+			slices.SortFunc(tied, func(a, b uint64) int {
 				return strings.Compare(clusters[a&indexMask].Name, clusters[b&indexMask].Name)
 			})
+			for j := 1; j < len(tied) && dup < 0; j++ {
+				if clusters[tied[j]&indexMask].Name == clusters[tied[j-1]&indexMask].Name {
+					dup = int32(tied[j] & indexMask)
+				}
+			}
 		}
 		lo = hi
 	}
 	for i, k := range keys {
 		order[i] = int32(k & indexMask)
 	}
-	return order, false
+	return order, dup
 }
 
 const (
@@ -66,14 +80,13 @@ const (
 // nameKey packs keyBytes bytes of the name after the shared prefix, big-endian and zero-padded,
 // so integer order is name order up to ties.
 func nameKey(name string, prefix int) uint64 {
+	rest := name[prefix:] // prefix is shared by all names
+	n := min(len(rest), keyBytes)
 	var k uint64
-	for j := range keyBytes {
-		k <<= 8
-		if p := prefix + j; p < len(name) {
-			k |= uint64(name[p])
-		}
+	for _, b := range []byte(rest[:n]) {
+		k = k<<8 | uint64(b)
 	}
-	return k
+	return k << (8 * (keyBytes - n))
 }
 
 func commonPrefix(clusters []Cluster) int {

@@ -133,8 +133,8 @@ func (s *scheduler) occupiedOrdinals() []interval {
 		size += 2 * len(s.in.Previous.Shares) // their ranges, and room for growers' extensions
 	}
 	out := make([]interval, 0, size)
-	for i := range s.nodes {
-		if s.nodes[i].hasRange {
+	for _, i := range s.ws.withRange {
+		if s.nodes[i].hasRange { // not dropped for overlapping
 			out = append(out, rangeInterval(s.nodes[i].prevRange))
 		}
 	}

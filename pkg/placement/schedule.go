@@ -61,7 +61,8 @@ type scheduler struct {
 	// it with groupIDs[t].
 	groupOf  [][]int32
 	groupIDs []map[string]int32
-	// weightOf[node] is the node's staticWeightList weight, -1 until staticWeight computes it.
+	// weightOf[node] is the node's staticWeightList weight, -1 until attempt works it out; nil
+	// without a staticWeightList.
 	weightOf []int64
 	// steadyKept is set when Steady division kept or shrank the previous shares, so clusters
 	// without one got nothing by design.
@@ -114,18 +115,14 @@ func (s *scheduler) termWhy(t *term, k mismatch) explID {
 // judges each cluster's health once for all affinity terms.
 func (s *scheduler) buildNodes() error {
 	in := s.in
-	order, increasing := nameOrder(in.Clusters, s.ws)
+	order, dup := nameOrder(in.Clusters, s.ws)
+	if dup >= 0 {
+		return fmt.Errorf("%w: cluster %q appears more than once", ErrInvalidPlacement, in.Clusters[dup].Name)
+	}
 	s.ws.nodes = grow(s.ws.nodes, len(order))
 	s.nodes = s.ws.nodes
 	for i, o := range order {
 		s.nodes[i] = node{cluster: o}
-	}
-	if !increasing {
-		for i := 1; i < len(order); i++ {
-			if name := in.Clusters[order[i]].Name; name == in.Clusters[order[i-1]].Name {
-				return fmt.Errorf("%w: cluster %q appears more than once", ErrInvalidPlacement, name)
-			}
-		}
 	}
 	if len(s.statics) > 0 {
 		s.ws.weightOf = grow(s.ws.weightOf, len(s.nodes))
@@ -159,7 +156,7 @@ func (s *scheduler) buildNodes() error {
 // range (the share is kept and gets a new one). Each entry is looked up by binary search: there
 // are far fewer shares than clusters.
 func (s *scheduler) joinPrevious() {
-	s.ws.known = s.ws.known[:0]
+	s.ws.known, s.ws.withRange = s.ws.known[:0], s.ws.withRange[:0]
 	if s.in.Previous == nil || len(s.in.Previous.Shares) == 0 {
 		return
 	}
@@ -190,8 +187,9 @@ func (s *scheduler) joinPrevious() {
 
 // attempt places the replicas within one affinity term, leaving shares and reasons on the nodes.
 func (s *scheduler) attempt(t *term) *UnschedulableError {
-	cands := grow(s.ws.cands, len(s.nodes))[:0]
-	defer func() { s.ws.cands = cands }()
+	// Scratch slices are sized up front, so appends stay within the workspace's arrays.
+	s.ws.cands = grow(s.ws.cands, len(s.nodes))
+	cands := s.ws.cands[:0]
 	for i := range s.nodes {
 		n := &s.nodes[i]
 		n.share, n.why = 0, whyNone
@@ -208,8 +206,8 @@ func (s *scheduler) attempt(t *term) *UnschedulableError {
 			n.exclude(n.health.why)
 			continue
 		}
-		if len(s.statics) > 0 {
-			s.staticWeight(int32(i)) // now, while the cluster's labels are in the cache
+		if s.weightOf != nil && s.weightOf[i] < 0 { // once per decision, while the labels are in cache
+			s.weightOf[i] = s.staticWeight(c)
 		}
 		cands = append(cands, int32(i))
 	}

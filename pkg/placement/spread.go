@@ -154,7 +154,8 @@ func (s *scheduler) selectBySpread(cands []int32, need int64) ([]int32, string) 
 	s.initGroups()
 	ranked := s.ranked(cands)
 
-	sel := selection{chosen: grow(s.ws.chosen, len(ranked))[:0], inGroup: make([][]bool, len(spec.topology)), groups: make([]int, len(spec.topology))}
+	s.ws.chosen = grow(s.ws.chosen, len(ranked))
+	sel := selection{chosen: s.ws.chosen[:0], inGroup: make([][]bool, len(spec.topology)), groups: make([]int, len(spec.topology))}
 	s.ws.inGroup = grow(s.ws.inGroup, len(spec.topology))
 	for t := range sel.inGroup {
 		// Group ids are below the number of nodes; they are interned as selection goes.
@@ -165,7 +166,6 @@ func (s *scheduler) selectBySpread(cands []int32, need int64) ([]int32, string) 
 	s.ws.taken = grow(s.ws.taken, len(ranked))
 	taken := s.ws.taken
 	clear(taken)
-	defer func() { s.ws.chosen = sel.chosen }()
 	full := func() bool { return spec.clusterMax > 0 && len(sel.chosen) >= spec.clusterMax }
 	take := func(r int) {
 		taken[r] = true

@@ -31,13 +31,16 @@ type party struct {
 // monotonicity), and removing a party leaves the others' relative order intact (uniformity).
 // It returns how many seats were placed: fewer than asked only when the limits are exhausted.
 func apportion(parties []party, seats int64, ws *workspace) int64 {
-	h := partyHeap{parties: parties, order: grow(ws.heap, len(parties))[:0]}
-	defer func() { ws.heap = h.order }()
+	ws.heap = grow(ws.heap, len(parties))
+	h := partyHeap{parties: parties, order: ws.heap[:0]}
 	for i := range parties {
 		parties[i].seats = 0
 		if parties[i].weight > 0 && parties[i].limit > 0 {
 			h.order = append(h.order, int32(i))
 		}
+	}
+	if seats < int64(len(h.order)) {
+		h.order = firstSeated(parties, h.order, int(seats), ws)
 	}
 	h.init()
 	placed := int64(0)
@@ -51,6 +54,44 @@ func apportion(parties []party, seats int64, ws *workspace) int64 {
 		}
 	}
 	return placed
+}
+
+// firstSeated narrows order, the parties that may win seats, to the `seats` whose first seat
+// comes first: no other party can win one, since `seats` first seats rank ahead of its own and a
+// party's later seats rank behind its first. With a static weight list over a large fleet there
+// are many more parties than seats, and the heap then holds only these.
+//
+// First seats rank by weight (more first), then favoured, then name. Each party becomes one
+// integer key ending in its position in order; when the parties are in name order, as callers
+// over a large fleet pass them, a stable radix sort on the leading bits ranks them exactly.
+// Otherwise, or with weights beyond 2^39, order is returned unchanged.
+func firstSeated(parties []party, order []int32, seats int, ws *workspace) []int32 {
+	const weightBits = 64 - indexBits - 1
+	if len(order) > indexMask {
+		return order
+	}
+	ws.keys = grow(ws.keys, len(order))
+	keys := ws.keys
+	for k, i := range order {
+		p := &parties[i]
+		if p.weight >= 1<<weightBits || (k > 0 && p.node < parties[order[k-1]].node) {
+			return order
+		}
+		var unfavoured uint64
+		if p.favoured <= 0 {
+			unfavoured = 1
+		}
+		keys[k] = uint64(1<<weightBits-1-p.weight)<<(indexBits+1) | unfavoured<<indexBits | uint64(k)
+	}
+	ws.scratch = grow(ws.scratch, len(order))
+	radixSortAbove(keys, ws.scratch, indexBits)
+	for k := range seats {
+		keys[k] = uint64(order[keys[k]&indexMask]) // the party; keys beyond seats are not read
+	}
+	for k := range seats {
+		order[k] = int32(keys[k])
+	}
+	return order[:seats]
 }
 
 // partyHeap is a binary max-heap, by nextFirst, of indexes into parties. It is written out rather

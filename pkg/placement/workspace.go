@@ -17,7 +17,6 @@ type workspace struct {
 	taken    []bool
 	group    [][]int32
 	inGroup  [][]bool
-	weights  []int64
 	weightOf []int64
 	parties  []party
 	heap     []int32
