@@ -291,8 +291,8 @@ func TestPushMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := mc.Spec.KubeconfigSecretRef
-	if mc.Spec.SyncMode != dbfleetv1alpha1.SyncPush || ref == nil || ref.Namespace != join.SystemNamespace || ref.Name != "member-zeta-kubeconfig" {
-		t.Fatalf("MemberCluster spec %+v, want Push with kubeconfigSecretRef dbfleet-system/member-zeta-kubeconfig", mc.Spec)
+	if mc.Spec.SyncMode != dbfleetv1alpha1.SyncPush || ref == nil || ref.Namespace != join.SystemNamespace || ref.Name != "zeta" {
+		t.Fatalf("MemberCluster spec %+v, want Push with kubeconfigSecretRef dbfleet-system/zeta", mc.Spec)
 	}
 	secret := &corev1.Secret{}
 	if err := hub.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
