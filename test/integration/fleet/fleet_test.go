@@ -1,0 +1,286 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/test/framework"
+)
+
+var hub, east *framework.Environment
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("skipping fleet tests in -short mode")
+		os.Exit(0)
+	}
+	var err error
+	if hub, err = framework.StartHub(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if east, err = framework.StartMember("east"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		_ = hub.Stop()
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = east.Stop()
+	_ = hub.Stop()
+	os.Exit(code)
+}
+
+// process is a binary the test started; it is stopped (SIGTERM, then SIGKILL) at cleanup.
+type process struct {
+	cmd    *exec.Cmd
+	logs   *bytes.Buffer
+	exited chan error
+}
+
+func start(t *testing.T, bin string, args ...string) *process {
+	t.Helper()
+	p := &process{cmd: exec.Command(bin, args...), logs: &bytes.Buffer{}, exited: make(chan error, 1)}
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.exited <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		p.stop()
+		if t.Failed() {
+			t.Logf("%s logs:\n%s", filepath.Base(bin), p.logs.String())
+		}
+	})
+	return p
+}
+
+// stop ends the process (SIGTERM, SIGKILL after 20s) and waits for it; safe to call twice.
+func (p *process) stop() {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// kill ends the process at once, as a crash would.
+func (p *process) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
+func build(t *testing.T, dir string) (hubBin, agentBin string) {
+	t.Helper()
+	hubBin, agentBin = filepath.Join(dir, "hub"), filepath.Join(dir, "agent")
+	cmd := exec.Command("go", "build", "-o", dir+"/", "./cmd/hub", "./cmd/agent")
+	cmd.Dir = framework.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return hubBin, agentBin
+}
+
+func writeFile(t *testing.T, path string, data []byte) string {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// memberKubeconfig mints a token for the agent's ServiceAccount in the member, as the pod would
+// mount it, so the agent runs with exactly the member RBAC the join manifests grant.
+func memberKubeconfig(t *testing.T) []byte {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(east.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := cs.CoreV1().ServiceAccounts("dbfleet-system").CreateToken(context.Background(), "dbfleet-agent",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["east"] = &clientcmdapi.Cluster{Server: east.Config.Host, CertificateAuthorityData: east.Config.CAData}
+	cfg.AuthInfos["agent"] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
+	cfg.Contexts["east"] = &clientcmdapi.Context{Cluster: "east", AuthInfo: "agent"}
+	cfg.CurrentContext = "east"
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestJoinAgentAndHubEndToEnd(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	hubBin, agentBin := build(t, dir)
+	admin, err := hub.Kubeconfig("fleet-admin", "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminPath := writeFile(t, filepath.Join(dir, "hub-admin.kubeconfig"), admin)
+
+	// hub join east: the manifests go to the member, as `kubectl apply -f` would.
+	manifests := filepath.Join(dir, "east-agent.yaml")
+	if out, err := exec.Command(hubBin, "join", "east", "--kubeconfig", adminPath, "--region", "us-east", "--zone", "us-east-1a",
+		"--heartbeat-interval", "1s", "--fence-after", "3s", "-o", manifests).CombinedOutput(); err != nil {
+		t.Fatalf("hub join: %v\n%s", err, out)
+	}
+	objs, err := framework.ReadObjects(manifests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hubKubeconfig []byte
+	for _, obj := range objs {
+		if err := east.Client.Create(ctx, obj); err != nil {
+			t.Fatalf("apply %s %s to the member: %v", obj.GetKind(), obj.GetName(), err)
+		}
+		if obj.GetKind() == "Secret" {
+			secret := &corev1.Secret{}
+			if err := east.Client.Get(ctx, client.ObjectKeyFromObject(obj), secret); err != nil {
+				t.Fatal(err)
+			}
+			hubKubeconfig = secret.Data["kubeconfig"]
+		}
+	}
+	if hubKubeconfig == nil {
+		t.Fatal("the join manifests carry no hub kubeconfig Secret")
+	}
+
+	// The agent runs with the join credentials on the hub and its ServiceAccount on the member.
+	agent := start(t, agentBin, "--cluster-name", "east",
+		"--hub-kubeconfig", writeFile(t, filepath.Join(dir, "hub.kubeconfig"), hubKubeconfig),
+		"--kubeconfig", writeFile(t, filepath.Join(dir, "east.kubeconfig"), memberKubeconfig(t)),
+		"--heartbeat-interval", "1s", "--fence-after", "3s",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	hubRun := start(t, hubBin, "run", "--kubeconfig", adminPath, "--leader-elect=false", "--cluster-grace-period", "3s",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	_ = hubRun
+
+	waitMember(t, "east Ready", func(mc *dbfleetv1alpha1.MemberCluster) bool {
+		return meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady) &&
+			mc.Status.KubernetesVersion == "v1.35.4" && mc.Status.Agent != nil && mc.Status.Agent.HeartbeatIntervalSeconds == 1
+	})
+
+	// Place a database on east.
+	if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}); err != nil {
+		t.Fatal(err)
+	}
+	pp := &dbfleetv1alpha1.PropagationPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "east-only"},
+		Spec: dbfleetv1alpha1.PropagationSpec{
+			ResourceSelectors: []dbfleetv1alpha1.ResourceSelector{{Name: "orders"}},
+			Placement: policyv1alpha1.Placement{
+				ClusterAffinity:   &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"east"}},
+				ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDivided},
+			},
+		},
+	}
+	if err := hub.Client.Create(ctx, pp); err != nil {
+		t.Fatal(err)
+	}
+	dbc := &dbfleetv1alpha1.DatabaseCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"},
+		Spec: dbfleetv1alpha1.DatabaseClusterSpec{
+			DatabaseTemplate: dbfleetv1alpha1.DatabaseTemplate{Engine: dbfleetv1alpha1.EnginePostgres, Version: "16.4",
+				Storage: dbfleetv1alpha1.StorageSpec{Size: resource.MustParse("1Gi")}},
+			Replicas: 2,
+		},
+	}
+	if err := hub.Client.Create(ctx, dbc); err != nil {
+		t.Fatal(err)
+	}
+	sts := &appsv1.StatefulSet{}
+	if err := framework.WaitFor(ctx, framework.DefaultTimeout, "the StatefulSet in east", func(ctx context.Context) (bool, error) {
+		return true, east.Client.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders"}, sts)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The member's controller manager is not running here: report the pods ready as it would.
+	sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: sts.Generation, Replicas: 2, ReadyReplicas: 2,
+		CurrentReplicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2}
+	if err := east.Client.Status().Update(ctx, sts); err != nil {
+		t.Fatal(err)
+	}
+	waitDatabase(t, "Available", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return meta.IsStatusConditionTrue(d.Status.Conditions, dbfleetv1alpha1.ConditionAvailable) && d.Status.Ready == "2/2"
+	})
+
+	// The agent crashes: the hub sees no renewal for the grace period and says so.
+	killed := time.Now()
+	agent.kill()
+	mc := waitMember(t, "east Unknown and tainted", func(mc *dbfleetv1alpha1.MemberCluster) bool {
+		return meta.IsStatusConditionPresentAndEqual(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady, metav1.ConditionUnknown) &&
+			len(mc.Spec.Taints) == 2
+	})
+	t.Logf("hub marked east Unknown %s after the agent was killed (grace 3s)", time.Since(killed).Round(100*time.Millisecond))
+	for _, taint := range mc.Spec.Taints {
+		if taint.Key != dbfleetv1alpha1.TaintClusterUnreachable {
+			t.Errorf("unexpected taint %v", taint)
+		}
+	}
+	waitDatabase(t, "share Unknown", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return len(d.Status.Placements) == 1 && d.Status.Placements[0].State == dbfleetv1alpha1.PlacementUnknown &&
+			meta.IsStatusConditionPresentAndEqual(d.Status.Conditions, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionUnknown)
+	})
+}
+
+func waitMember(t *testing.T, what string, cond func(*dbfleetv1alpha1.MemberCluster) bool) *dbfleetv1alpha1.MemberCluster {
+	t.Helper()
+	mc := &dbfleetv1alpha1.MemberCluster{}
+	err := framework.WaitFor(context.Background(), framework.DefaultTimeout, what, func(ctx context.Context) (bool, error) {
+		if err := hub.Client.Get(ctx, client.ObjectKey{Name: "east"}, mc); err != nil {
+			return false, err
+		}
+		return cond(mc), nil
+	})
+	if err != nil {
+		t.Fatalf("%v\nspec %+v\nstatus %+v", err, mc.Spec, mc.Status)
+	}
+	return mc
+}
+
+func waitDatabase(t *testing.T, what string, cond func(*dbfleetv1alpha1.DatabaseCluster) bool) {
+	t.Helper()
+	d := &dbfleetv1alpha1.DatabaseCluster{}
+	err := framework.WaitFor(context.Background(), framework.DefaultTimeout, what, func(ctx context.Context) (bool, error) {
+		if err := hub.Client.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders"}, d); err != nil {
+			return false, err
+		}
+		return cond(d), nil
+	})
+	if err != nil {
+		t.Fatalf("%v\nstatus %+v", err, d.Status)
+	}
+}
