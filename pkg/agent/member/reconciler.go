@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -59,7 +60,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	}
 	cl, err := r.Manager.GetCluster(ctx, req.ClusterName)
 	if errors.Is(err, multicluster.ErrClusterNotFound) {
-		return ctrl.Result{}, nil // a cluster someone else serves (an agent, or the hub for Push)
+		return r.notEngaged(ctx, hub, req.ClusterName)
 	}
 	if err != nil {
 		return ctrl.Result{}, err
@@ -93,6 +94,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 		return ctrl.Result{}, nil // reported; retrying cannot fix it, a change to the object will
 	}
 	return ctrl.Result{}, applyErr
+}
+
+// engageWait is how soon a share of a Push cluster whose kubeconfig is not engaged yet is retried.
+const engageWait = 2 * time.Second
+
+// notEngaged handles a share of a cluster this process does not serve. A Pull cluster's share
+// belongs to its agent: leave it. A Push cluster's share is the hub's, but its kubeconfig Secret
+// may not be engaged yet (the provider engages clusters asynchronously): look again shortly
+// rather than miss it, since nothing else would bring the share back.
+func (r *Reconciler) notEngaged(ctx context.Context, hub client.Client, cluster string) (ctrl.Result, error) {
+	mc := &dbfleetv1alpha1.MemberCluster{}
+	if err := hub.Get(ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if mc.Spec.SyncMode != dbfleetv1alpha1.SyncPush {
+		return ctrl.Result{}, nil
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Push cluster not engaged yet")
+	return ctrl.Result{RequeueAfter: engageWait}, nil
 }
 
 // apply server-side applies the namespace, Service, StatefulSet and PDBs of a share, refusing to

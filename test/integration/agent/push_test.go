@@ -32,6 +32,15 @@ func TestHubDrivesPushMembers(t *testing.T) {
 	if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: push.Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+	mc := &dbfleetv1alpha1.MemberCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: clusterName},
+		Spec: dbfleetv1alpha1.MemberClusterSpec{SyncMode: dbfleetv1alpha1.SyncPush,
+			KubeconfigSecretRef: &dbfleetv1alpha1.SecretReference{Namespace: push.Namespace, Name: clusterName}},
+	}
+	if err := hub.Client.Create(ctx, mc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hub.Client.Delete(ctx, mc) })
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: push.Namespace, Name: clusterName, Labels: map[string]string{push.SecretLabel: "true"}},
 		Data:       map[string][]byte{"kubeconfig": kubeconfig},
@@ -40,6 +49,9 @@ func TestHubDrivesPushMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = hub.Client.Delete(ctx, secret) })
+
+	// The share exists before the hub engages the cluster: the hub must not miss it.
+	s := newShare(t, 2, 0, dbfleetv1alpha1.RolePrimary)
 
 	provider := push.NewProvider()
 	mgr, err := mcmanager.New(hub.Config, provider, ctrl.Options{
@@ -67,7 +79,6 @@ func TestHubDrivesPushMembers(t *testing.T) {
 		}
 	})
 
-	s := newShare(t, 2, 0, dbfleetv1alpha1.RolePrimary)
 	sts := s.waitSTS("StatefulSet applied by the hub", func(*appsv1.StatefulSet) bool { return true })
 	if *sts.Spec.Replicas != 2 {
 		t.Errorf("replicas %d, want 2", *sts.Spec.Replicas)
