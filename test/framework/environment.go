@@ -66,6 +66,8 @@ func start(name string, crdDirs []string) (*Environment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start %s API server: %w", name, err)
 	}
+	// Tests poll; client-go's default 5 QPS would make them wait on the client, not the server.
+	cfg.QPS, cfg.Burst = 200, 400
 	c, err := client.New(cfg, client.Options{Scheme: Scheme})
 	if err != nil {
 		_ = env.Stop()
