@@ -3,6 +3,7 @@ package placement
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
@@ -40,12 +41,29 @@ func (f field) of(c *Cluster) string {
 // affinity is a ClusterAffinity compiled once per decision, so matching a cluster does no parsing
 // and no allocation. All its parts must match (Karmada's util.ClusterMatches).
 type affinity struct {
-	// path names the field in messages: "clusterAffinity" or "clusterAffinities[name]".
-	path    string
+	path    affinityPath
 	names   nameSet // empty: any name
 	exclude nameSet
 	labels  []labelRequirement // all must match
 	fields  []fieldRequirement
+}
+
+// affinityPath names an affinity in messages: clusterAffinity, a clusterAffinities term or a
+// staticWeightList entry's targetCluster. The name is put together only when a message needs it.
+type affinityPath struct {
+	term   string // the clusterAffinities term's name
+	static int    // 1 + the staticWeightList index; 0 for the others
+}
+
+func (p affinityPath) String() string {
+	switch {
+	case p.static > 0:
+		return "replicaScheduling.weightPreference.staticWeightList[" + strconv.Itoa(p.static-1) + "].targetCluster"
+	case p.term != "":
+		return "clusterAffinities[" + p.term + "]"
+	default:
+		return "clusterAffinity"
+	}
 }
 
 // mismatch is the part of an affinity that rejects a cluster.
@@ -66,13 +84,13 @@ const (
 func (m *affinity) explain(k mismatch) *explanation {
 	switch k {
 	case mismatchExcluded:
-		return &explanation{ReasonClusterAffinity, "listed in " + m.path + ".exclude"}
+		return &explanation{ReasonClusterAffinity, "listed in " + m.path.String() + ".exclude"}
 	case mismatchNotNamed:
-		return &explanation{ReasonClusterAffinity, "not listed in " + m.path + ".clusterNames"}
+		return &explanation{ReasonClusterAffinity, "not listed in " + m.path.String() + ".clusterNames"}
 	case mismatchLabels:
-		return &explanation{ReasonClusterAffinity, "labels do not match " + m.path + ".labelSelector"}
+		return &explanation{ReasonClusterAffinity, "labels do not match " + m.path.String() + ".labelSelector"}
 	default:
-		return &explanation{ReasonClusterAffinity, "provider, region or zone does not match " + m.path + ".fieldSelector"}
+		return &explanation{ReasonClusterAffinity, "provider, region or zone does not match " + m.path.String() + ".fieldSelector"}
 	}
 }
 
@@ -112,7 +130,7 @@ func (o operator) holds(v string, present bool, values []string) bool {
 }
 
 // compileAffinity turns a ClusterAffinity into a matcher. A nil affinity matches every cluster.
-func compileAffinity(a *policyv1alpha1.ClusterAffinity, path string) (*affinity, error) {
+func compileAffinity(a *policyv1alpha1.ClusterAffinity, path affinityPath) (*affinity, error) {
 	m := &affinity{path: path}
 	if a == nil {
 		return m, nil
@@ -220,10 +238,14 @@ type labelRequirement struct {
 }
 
 // compileLabelSelector checks the selector with apimachinery (so syntax errors read as usual) and
-// turns it into requirements; an empty selector matches everything.
+// turns it into requirements; an empty selector matches everything. A selector made only of
+// plain names (see plainSelector) is valid without asking apimachinery, which allocates a dozen
+// objects per selector on every decision.
 func compileLabelSelector(sel *metav1.LabelSelector) ([]labelRequirement, error) {
-	if _, err := metav1.LabelSelectorAsSelector(sel); err != nil {
-		return nil, err
+	if !plainSelector(sel) {
+		if _, err := metav1.LabelSelectorAsSelector(sel); err != nil {
+			return nil, err
+		}
 	}
 	reqs := make([]labelRequirement, 0, len(sel.MatchLabels)+len(sel.MatchExpressions))
 	for k, v := range sel.MatchLabels {
@@ -237,6 +259,57 @@ func compileLabelSelector(sel *metav1.LabelSelector) ([]labelRequirement, error)
 	// selectors identical between runs.
 	slices.SortFunc(reqs, func(a, b labelRequirement) int { return strings.Compare(a.key, b.key) })
 	return reqs, nil
+}
+
+// plainSelector reports whether every key and value of the selector is a plain label (see
+// plainLabel) and every expression has a known operator with the number of values it needs:
+// such a selector is valid.
+func plainSelector(sel *metav1.LabelSelector) bool {
+	for k, v := range sel.MatchLabels {
+		if !plainLabel(k) || !plainLabel(v) {
+			return false
+		}
+	}
+	for _, e := range sel.MatchExpressions {
+		if !plainLabel(e.Key) {
+			return false
+		}
+		switch e.Operator {
+		case metav1.LabelSelectorOpIn, metav1.LabelSelectorOpNotIn:
+			if len(e.Values) == 0 {
+				return false
+			}
+		case metav1.LabelSelectorOpExists, metav1.LabelSelectorOpDoesNotExist:
+			if len(e.Values) != 0 {
+				return false
+			}
+		default:
+			return false
+		}
+		for _, v := range e.Values {
+			if !plainLabel(v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// plainLabel reports whether s is 1 to 63 letters, digits, '-', '_' and '.', beginning and ending
+// with a letter or digit: a valid label key without prefix and a valid label value.
+// Anything else (prefixed keys, empty values) is left to apimachinery to judge.
+func plainLabel(s string) bool {
+	if len(s) == 0 || len(s) > 63 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		if !alnum && (i == 0 || i == len(s)-1 || c != '-' && c != '_' && c != '.') {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *labelRequirement) matches(set map[string]string) bool {

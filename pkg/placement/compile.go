@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strconv"
 
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -61,7 +60,7 @@ func compile(p *policyv1alpha1.Placement) (*compiled, error) {
 		return nil, fmt.Errorf("%w: clusterAffinity and clusterAffinities cannot both be set", ErrInvalidPlacement)
 	}
 	if len(p.ClusterAffinities) == 0 {
-		aff, err := compileAffinity(p.ClusterAffinity, "clusterAffinity")
+		aff, err := compileAffinity(p.ClusterAffinity, affinityPath{})
 		if err != nil {
 			return nil, err
 		}
@@ -74,7 +73,7 @@ func compile(p *policyv1alpha1.Placement) (*compiled, error) {
 			return nil, fmt.Errorf("%w: clusterAffinities[%d].affinityName must be set and unique", ErrInvalidPlacement, i)
 		}
 		seen[t.AffinityName] = true
-		aff, err := compileAffinity(&t.ClusterAffinity, "clusterAffinities["+t.AffinityName+"]")
+		aff, err := compileAffinity(&t.ClusterAffinity, affinityPath{term: t.AffinityName})
 		if err != nil {
 			return nil, err
 		}
@@ -84,11 +83,10 @@ func compile(p *policyv1alpha1.Placement) (*compiled, error) {
 	if c.strat == staticWeight && p.ReplicaScheduling.WeightPreference != nil {
 		for i := range p.ReplicaScheduling.WeightPreference.StaticWeightList {
 			w := &p.ReplicaScheduling.WeightPreference.StaticWeightList[i]
-			path := "replicaScheduling.weightPreference.staticWeightList[" + strconv.Itoa(i) + "]"
 			if w.Weight < 1 {
-				return nil, fmt.Errorf("%w: %s.weight must be at least 1", ErrInvalidPlacement, path)
+				return nil, fmt.Errorf("%w: replicaScheduling.weightPreference.staticWeightList[%d].weight must be at least 1", ErrInvalidPlacement, i)
 			}
-			aff, err := compileAffinity(&w.TargetCluster, path+".targetCluster")
+			aff, err := compileAffinity(&w.TargetCluster, affinityPath{static: i + 1})
 			if err != nil {
 				return nil, err
 			}
@@ -127,19 +125,18 @@ func checkReplicaScheduling(rs *policyv1alpha1.ReplicaSchedulingStrategy) error 
 
 func checkTolerations(ts []corev1.Toleration) error {
 	for i, t := range ts {
-		path := "clusterTolerations[" + strconv.Itoa(i) + "]"
 		switch t.Operator {
 		case "", corev1.TolerationOpEqual, corev1.TolerationOpExists:
 		default:
-			return fmt.Errorf("%w: %s.operator %q is not supported: use Equal or Exists", ErrInvalidPlacement, path, t.Operator)
+			return fmt.Errorf("%w: clusterTolerations[%d].operator %q is not supported: use Equal or Exists", ErrInvalidPlacement, i, t.Operator)
 		}
 		switch t.Effect {
 		case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectNoExecute:
 		default:
-			return fmt.Errorf("%w: %s.effect %q is not supported: use NoSchedule or NoExecute", ErrInvalidPlacement, path, t.Effect)
+			return fmt.Errorf("%w: clusterTolerations[%d].effect %q is not supported: use NoSchedule or NoExecute", ErrInvalidPlacement, i, t.Effect)
 		}
 		if t.Key == "" && t.Operator != corev1.TolerationOpExists {
-			return fmt.Errorf("%w: %s: an empty key needs operator Exists", ErrInvalidPlacement, path)
+			return fmt.Errorf("%w: clusterTolerations[%d]: an empty key needs operator Exists", ErrInvalidPlacement, i)
 		}
 	}
 	return nil

@@ -3,7 +3,6 @@ package placement
 import (
 	"fmt"
 	"slices"
-	"strconv"
 
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
 )
@@ -31,44 +30,49 @@ type topologyConstraint struct {
 // constraint the number of clusters is not bounded.
 func compileSpread(p *policyv1alpha1.Placement) (spreadSpec, error) {
 	spec := spreadSpec{clusterMin: 1}
-	seen := map[policyv1alpha1.SpreadFieldValue]bool{}
-	var byField [3]*topologyConstraint // provider, region, zone
+	// seen and byField are indexed cluster, provider, region, zone.
+	var seen [4]bool
+	var byField [4]topologyConstraint
 	for i, c := range p.SpreadConstraints {
-		path := "spreadConstraints[" + strconv.Itoa(i) + "]"
 		if c.SpreadByLabel != "" {
-			return spec, fmt.Errorf("%w: %s.spreadByLabel is not supported: use spreadByField", ErrInvalidPlacement, path)
+			return spec, fmt.Errorf("%w: spreadConstraints[%d].spreadByLabel is not supported: use spreadByField", ErrInvalidPlacement, i)
 		}
 		if c.MinGroups < 0 || c.MaxGroups < 0 {
-			return spec, fmt.Errorf("%w: %s: minGroups and maxGroups must not be negative", ErrInvalidPlacement, path)
+			return spec, fmt.Errorf("%w: spreadConstraints[%d]: minGroups and maxGroups must not be negative", ErrInvalidPlacement, i)
 		}
 		if c.MaxGroups > 0 && c.MinGroups > c.MaxGroups {
-			return spec, fmt.Errorf("%w: %s: minGroups %d exceeds maxGroups %d", ErrInvalidPlacement, path, c.MinGroups, c.MaxGroups)
+			return spec, fmt.Errorf("%w: spreadConstraints[%d]: minGroups %d exceeds maxGroups %d", ErrInvalidPlacement, i, c.MinGroups, c.MaxGroups)
 		}
-		field := c.SpreadByField
-		if field == "" {
-			field = policyv1alpha1.SpreadByFieldCluster
+		by := c.SpreadByField
+		if by == "" {
+			by = policyv1alpha1.SpreadByFieldCluster
 		}
-		if seen[field] {
-			return spec, fmt.Errorf("%w: %s: spreadByField %q appears more than once", ErrInvalidPlacement, path, field)
-		}
-		seen[field] = true
 		minGroups := max(c.MinGroups, 1)
-		switch field {
+		var k int
+		switch by {
 		case policyv1alpha1.SpreadByFieldCluster:
+			k = 0
 			spec.clusterMin, spec.clusterMax = minGroups, c.MaxGroups
 		case policyv1alpha1.SpreadByFieldProvider:
-			byField[0] = &topologyConstraint{field: fieldProvider, min: minGroups, max: c.MaxGroups, missing: whyMissingProvider}
+			k = 1
+			byField[k] = topologyConstraint{field: fieldProvider, min: minGroups, max: c.MaxGroups, missing: whyMissingProvider}
 		case policyv1alpha1.SpreadByFieldRegion:
-			byField[1] = &topologyConstraint{field: fieldRegion, min: minGroups, max: c.MaxGroups, missing: whyMissingRegion}
+			k = 2
+			byField[k] = topologyConstraint{field: fieldRegion, min: minGroups, max: c.MaxGroups, missing: whyMissingRegion}
 		case policyv1alpha1.SpreadByFieldZone:
-			byField[2] = &topologyConstraint{field: fieldZone, min: minGroups, max: c.MaxGroups, missing: whyMissingZone}
+			k = 3
+			byField[k] = topologyConstraint{field: fieldZone, min: minGroups, max: c.MaxGroups, missing: whyMissingZone}
 		default:
-			return spec, fmt.Errorf("%w: %s.spreadByField %q is not supported: use cluster, region, zone or provider", ErrInvalidPlacement, path, field)
+			return spec, fmt.Errorf("%w: spreadConstraints[%d].spreadByField %q is not supported: use cluster, region, zone or provider", ErrInvalidPlacement, i, by)
 		}
+		if seen[k] {
+			return spec, fmt.Errorf("%w: spreadConstraints[%d]: spreadByField %q appears more than once", ErrInvalidPlacement, i, by)
+		}
+		seen[k] = true
 	}
-	for _, t := range byField {
-		if t != nil {
-			spec.topology = append(spec.topology, *t)
+	for k := 1; k < len(byField); k++ { // coarsest first
+		if seen[k] {
+			spec.topology = append(spec.topology, byField[k])
 		}
 	}
 	spec.selects = len(p.SpreadConstraints) > 0 && !spreadIgnored(p)
