@@ -167,28 +167,46 @@ func (t *taintTexts) get(k taintKey, build func() *explanation) explID {
 
 func (t *taintTexts) expired(taint *corev1.Taint, deadline time.Time) explID {
 	return t.get(taintKey{taint.Key, taint.Value, taint.Effect, 1, deadline}, func() *explanation {
-		return &explanation{t.reason(taint), "toleration of " + taint.ToString() + " expired at " + deadline.UTC().Format(time.RFC3339)}
+		text := taintText(taint)
+		return &explanation{taintReason(taint, text), "toleration of " + text + " expired at " + deadline.UTC().Format(time.RFC3339)}
 	})
 }
 
 func (t *taintTexts) evicting(taint *corev1.Taint, deadline time.Time) explID {
 	return t.get(taintKey{taint.Key, taint.Value, taint.Effect, 2, deadline}, func() *explanation {
-		return &explanation{t.reason(taint), "evicted at " + deadline.UTC().Format(time.RFC3339) + " by " + taint.ToString() + "; gets no new replicas"}
+		text := taintText(taint)
+		return &explanation{taintReason(taint, text), "evicted at " + deadline.UTC().Format(time.RFC3339) + " by " + text + "; gets no new replicas"}
 	})
 }
 
-func (t *taintTexts) reason(taint *corev1.Taint) string {
+func (t *taintTexts) untolerated(taint *corev1.Taint) explID {
+	return t.get(taintKey{key: taint.Key, value: taint.Value, effect: taint.Effect}, func() *explanation {
+		text := taintText(taint)
+		return &explanation{taintReason(taint, text), "taint " + text + " is not tolerated by clusterTolerations"}
+	})
+}
+
+// taintReason is the reason of an exclusion by the taint, whose taintText is text.
+func taintReason(taint *corev1.Taint, text string) string {
 	switch taint.Key {
 	case v1alpha1.TaintClusterUnreachable:
 		return ReasonUnreachable
 	case v1alpha1.TaintClusterNotReady:
 		return ReasonNotReadyTaint
 	}
-	return "untolerated taint " + taint.ToString()
+	return "untolerated taint " + text
 }
 
-func (t *taintTexts) untolerated(taint *corev1.Taint) explID {
-	return t.get(taintKey{key: taint.Key, value: taint.Value, effect: taint.Effect}, func() *explanation {
-		return &explanation{t.reason(taint), "taint " + taint.ToString() + " is not tolerated by clusterTolerations"}
-	})
+// taintText is taint.ToString() ("key=value:effect", leaving out "=value" without a value and
+// ":effect" without either) put together without fmt, which allocates for every argument:
+// messages are built in every decision.
+func taintText(taint *corev1.Taint) string {
+	switch {
+	case taint.Value != "":
+		return taint.Key + "=" + taint.Value + ":" + string(taint.Effect)
+	case taint.Effect != "":
+		return taint.Key + ":" + string(taint.Effect)
+	default:
+		return taint.Key
+	}
 }
