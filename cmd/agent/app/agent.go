@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/providers/single"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/agent/fence"
 	"github.com/dbfleet/dbfleet/pkg/agent/heartbeat"
 	"github.com/dbfleet/dbfleet/pkg/agent/member"
 	"github.com/dbfleet/dbfleet/pkg/options"
@@ -99,7 +100,9 @@ fences its primaries when it loses the hub.
 
 It runs in the member cluster (in-cluster config) or as a local process (--kubeconfig for the
 member); --hub-kubeconfig holds the credentials "hub join" minted, which reach only this
-cluster's objects on the hub. Fencing arrives with the failover work: this build does not fence.`,
+cluster's objects on the hub. When it has not renewed its hub lease for --fence-after, it fences
+its primaries (pods relabelled dbfleet.io/role=fenced, member-local Lease dbfleet-primary-<db> no
+longer renewed) until the hub hands them a higher epoch.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -155,7 +158,8 @@ func run(ctx context.Context, o *agentOptions) error {
 	if err := local.Add(memberCluster); err != nil {
 		return err
 	}
-	if err := member.Setup(mgr, controller.TypedOptions[mcreconcile.Request]{}); err != nil {
+	guard := fence.NewGuard(clock.RealClock{}, o.fenceAfter)
+	if err := member.Setup(mgr, guard, controller.TypedOptions[mcreconcile.Request]{}); err != nil {
 		return err
 	}
 	hubClient, err := client.New(hubCfg, client.Options{Scheme: scheme})
@@ -169,6 +173,7 @@ func run(ctx context.Context, o *agentOptions) error {
 	if err := local.Add(&heartbeat.Heartbeat{
 		Cluster: o.clusterName, Hub: hubClient, Member: memberCluster.GetClient(), MemberDiscovery: disco,
 		Interval: o.heartbeatInterval, FenceAfter: o.fenceAfter, AgentVersion: version, Clock: clock.RealClock{},
+		Guard: guard,
 	}); err != nil {
 		return err
 	}

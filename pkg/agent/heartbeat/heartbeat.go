@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/agent/fence"
 )
 
 // LeaseName is the name of the agent's Lease in member-<cluster> on the hub.
@@ -45,6 +46,8 @@ type Heartbeat struct {
 	FenceAfter      time.Duration
 	AgentVersion    string
 	Clock           clock.WithTicker
+	// Guard learns of each successful renewal; nil when nothing fences on it.
+	Guard *fence.Guard
 }
 
 // Start runs until ctx ends, beating every Interval. It implements manager.Runnable.
@@ -71,8 +74,12 @@ func (h *Heartbeat) NeedLeaderElection() bool { return false }
 // Beat renews the Lease, then reports the cluster status. The Lease comes first: it is what the
 // hub's health judgement rests on.
 func (h *Heartbeat) Beat(ctx context.Context) error {
+	start := h.Clock.Now() // freshness counts from the start of the request, never its end
 	if err := h.renewLease(ctx); err != nil {
 		return err
+	}
+	if h.Guard != nil {
+		h.Guard.Renewed(start)
 	}
 	return h.reportStatus(ctx)
 }

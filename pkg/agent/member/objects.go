@@ -63,9 +63,14 @@ func objectLabels(mdb *dbfleetv1alpha1.MemberDatabase) map[string]string {
 	return l
 }
 
+// AnnotationFencedEpoch on a StatefulSet records that the agent fenced the share's primary at
+// that epoch; it stays until the hub hands the share a higher epoch, across agent restarts.
+const AnnotationFencedEpoch = "dbfleet.io/fenced-epoch"
+
 // DesiredStatefulSet is the StatefulSet a MemberDatabase calls for. Its ordinals start at the
-// share's fleet-wide start, so pod names are unique across the fleet.
-func DesiredStatefulSet(mdb *dbfleetv1alpha1.MemberDatabase) *appsv1.StatefulSet {
+// share's fleet-wide start, so pod names are unique across the fleet. fencedAt, when non-zero,
+// is the epoch at which the share's primary was fenced.
+func DesiredStatefulSet(mdb *dbfleetv1alpha1.MemberDatabase, fencedAt int64) *appsv1.StatefulSet {
 	db := &mdb.Spec.Database
 	eng := engines[db.Engine]
 	labels := objectLabels(mdb)
@@ -105,13 +110,18 @@ func DesiredStatefulSet(mdb *dbfleetv1alpha1.MemberDatabase) *appsv1.StatefulSet
 	}
 	spec.Containers = []corev1.Container{container}
 
+	var annotations map[string]string
+	if fencedAt > 0 {
+		annotations = map[string]string{AnnotationFencedEpoch: strconv.FormatInt(fencedAt, 10)}
+	}
 	retention := db.Storage.RetentionPolicy
 	return &appsv1.StatefulSet{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: mdb.Spec.DatabaseRef.Namespace,
-			Name:      mdb.Spec.DatabaseRef.Name,
-			Labels:    stsLabels,
+			Namespace:   mdb.Spec.DatabaseRef.Namespace,
+			Name:        mdb.Spec.DatabaseRef.Name,
+			Labels:      stsLabels,
+			Annotations: annotations,
 		},
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:    ptr.To(mdb.Spec.Replicas),
@@ -199,13 +209,17 @@ func DesiredPDBs(mdb *dbfleetv1alpha1.MemberDatabase) []*policyv1.PodDisruptionB
 }
 
 // PodRole is the role label a pod of the share should carry: the share's lowest ordinal is the
-// primary when the share holds the primary; every other pod is a replica.
-func PodRole(mdb *dbfleetv1alpha1.MemberDatabase, podName string) (dbfleetv1alpha1.ReplicaRole, error) {
+// primary when the share holds the primary (fenced when the agent fenced it); every other pod is
+// a replica.
+func PodRole(mdb *dbfleetv1alpha1.MemberDatabase, podName string, fenced bool) (dbfleetv1alpha1.ReplicaRole, error) {
 	ordinal, err := podOrdinal(mdb.Spec.DatabaseRef.Name, podName)
 	if err != nil {
 		return "", err
 	}
 	if mdb.Spec.Role == dbfleetv1alpha1.RolePrimary && ordinal == mdb.Spec.Ordinals.Start {
+		if fenced {
+			return dbfleetv1alpha1.RoleFenced, nil
+		}
 		return dbfleetv1alpha1.RolePrimary, nil
 	}
 	return dbfleetv1alpha1.RoleReplica, nil

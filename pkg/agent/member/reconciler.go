@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -21,6 +22,7 @@ import (
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/agent/fence"
 )
 
 // FieldOwner is the server-side apply field manager of everything the agent writes.
@@ -30,6 +32,9 @@ const FieldOwner = client.FieldOwner("dbfleet-agent")
 // member cluster each one names.
 type Reconciler struct {
 	Manager mcmanager.Manager
+	// Guard is the agent's hub-lease freshness. Nil in the hub (Push mode), which is itself the
+	// authority and fences nothing.
+	Guard *fence.Guard
 }
 
 // conflictError says an object the agent would manage exists but was not created by it.
@@ -80,20 +85,95 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	}
 
 	before := mdb.DeepCopy()
-	sts, applyErr := apply(ctx, member, mdb)
+	running, fencedAt, err := currentEpochs(ctx, member, mdb)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if running > mdb.Spec.Epoch {
+		// A stale epoch is never acted on: this member already runs a newer one.
+		setStale(mdb, running)
+		return ctrl.Result{}, r.writeStatus(ctx, hub, before, mdb)
+	}
+	if fencedAt < mdb.Spec.Epoch {
+		fencedAt = 0 // the hub has since handed out a higher epoch: the old fence is spent
+	}
+	primary := mdb.Spec.Role == dbfleetv1alpha1.RolePrimary
+	if primary && fencedAt == 0 && r.Guard != nil && !r.Guard.Fresh() {
+		fencedAt = mdb.Spec.Epoch
+		log.Info("Fencing primary: no successful hub renewal within fenceAfter", "epoch", fencedAt, "deadline", r.Guard.Deadline())
+	}
+	fenced := primary && fencedAt > 0
+
+	sts, applyErr := apply(ctx, member, mdb, fencedAt)
 	if applyErr == nil {
-		applyErr = labelPods(ctx, member, mdb)
+		applyErr = labelPods(ctx, member, mdb, fenced)
 	}
-	setStatus(mdb, sts, applyErr)
-	if !equality.Semantic.DeepEqual(before.Status, mdb.Status) {
-		if err := hub.Status().Patch(ctx, mdb, client.MergeFrom(before)); err != nil {
-			return ctrl.Result{}, errors.Join(applyErr, fmt.Errorf("report status: %w", err))
-		}
+	if applyErr == nil && primary && !fenced && r.Guard != nil {
+		applyErr = r.renewPrimaryLease(ctx, member, mdb, req.ClusterName)
 	}
-	if isConflict(applyErr) {
-		return ctrl.Result{}, nil // reported; retrying cannot fix it, a change to the object will
+	setStatus(mdb, sts, applyErr, fenced)
+	statusErr := r.writeStatus(ctx, hub, before, mdb)
+	switch {
+	case isConflict(applyErr):
+		return ctrl.Result{}, statusErr // reported; retrying cannot fix it, a change to the object will
+	case applyErr != nil || statusErr != nil:
+		return ctrl.Result{}, errors.Join(applyErr, statusErr)
 	}
-	return ctrl.Result{}, applyErr
+	return ctrl.Result{RequeueAfter: r.nextLook(primary && !fenced)}, nil
+}
+
+// writeStatus reports the share's status to the hub when it changed.
+func (r *Reconciler) writeStatus(ctx context.Context, hub client.Client, before, mdb *dbfleetv1alpha1.MemberDatabase) error {
+	if equality.Semantic.DeepEqual(before.Status, mdb.Status) {
+		return nil
+	}
+	if err := hub.Status().Patch(ctx, mdb, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("report status: %w", err)
+	}
+	return nil
+}
+
+// nextLook schedules the next reconcile of a live primary share: often enough to carry each hub
+// renewal into its primary Lease, and no later than the fence deadline.
+func (r *Reconciler) nextLook(livePrimary bool) time.Duration {
+	if !livePrimary || r.Guard == nil {
+		return 0
+	}
+	next := r.Guard.FenceAfter() / 5
+	if until := time.Until(r.Guard.Deadline()); until > 0 && until < next {
+		next = until
+	}
+	return max(next, 100*time.Millisecond)
+}
+
+// renewPrimaryLease carries the last successful hub renewal into the share's member-local primary
+// Lease, once the agent has renewed at all since it started.
+func (r *Reconciler) renewPrimaryLease(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, cluster string) error {
+	renewed := r.Guard.LastRenewStart()
+	if renewed.IsZero() {
+		return nil
+	}
+	return fence.RenewPrimaryLease(ctx, member, mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name,
+		fence.Holder(cluster, mdb.Spec.Epoch), renewed, r.Guard.FenceAfter(), objectLabels(mdb))
+}
+
+// currentEpochs reads, from the StatefulSet the member runs, the epoch it was last applied at and
+// the epoch its primary was fenced at (zero when none).
+func currentEpochs(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase) (running, fencedAt int64, err error) {
+	sts := &appsv1.StatefulSet{}
+	err = member.Get(ctx, client.ObjectKey{Namespace: mdb.Spec.DatabaseRef.Namespace, Name: mdb.Spec.DatabaseRef.Name}, sts)
+	if apierrors.IsNotFound(err) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("read StatefulSet: %w", err)
+	}
+	if sts.Labels[LabelManagedBy] != ManagedByAgent {
+		return 0, 0, nil // not ours; apply reports the conflict
+	}
+	running, _ = strconv.ParseInt(sts.Labels[dbfleetv1alpha1.LabelEpoch], 10, 64)
+	fencedAt, _ = strconv.ParseInt(sts.Annotations[AnnotationFencedEpoch], 10, 64)
+	return running, fencedAt, nil
 }
 
 // engageWait is how soon a share of a Push cluster whose kubeconfig is not engaged yet is retried.
@@ -117,14 +197,14 @@ func (r *Reconciler) notEngaged(ctx context.Context, hub client.Client, cluster 
 
 // apply server-side applies the namespace, Service, StatefulSet and PDBs of a share, refusing to
 // touch any object the agent did not create. It returns the StatefulSet as the API server has it.
-func apply(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase) (*appsv1.StatefulSet, error) {
+func apply(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, fencedAt int64) (*appsv1.StatefulSet, error) {
 	if err := ensureNamespace(ctx, member, mdb.Spec.DatabaseRef.Namespace); err != nil {
 		return nil, err
 	}
 	if err := applyOwned(ctx, member, DesiredService(mdb), &corev1.Service{}); err != nil {
 		return nil, err
 	}
-	sts := DesiredStatefulSet(mdb)
+	sts := DesiredStatefulSet(mdb, fencedAt)
 	if err := applyOwned(ctx, member, sts, &appsv1.StatefulSet{}); err != nil {
 		return nil, err
 	}
@@ -193,15 +273,15 @@ func ensureNamespace(ctx context.Context, member client.Client, name string) err
 }
 
 // labelPods sets dbfleet.io/role on each pod of the share: primary for the lowest ordinal of the
-// primary cluster's share, replica otherwise.
-func labelPods(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase) error {
+// primary cluster's share (fenced once fenced), replica otherwise.
+func labelPods(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, fenced bool) error {
 	pods := &corev1.PodList{}
 	if err := member.List(ctx, pods, client.InNamespace(mdb.Spec.DatabaseRef.Namespace), client.MatchingLabels(selectorLabels(mdb))); err != nil {
 		return fmt.Errorf("list pods: %w", err)
 	}
 	for i := range pods.Items {
 		pod := &pods.Items[i]
-		role, err := PodRole(mdb, pod.Name)
+		role, err := PodRole(mdb, pod.Name, fenced)
 		if err != nil {
 			continue // not one of the StatefulSet's pods
 		}

@@ -17,6 +17,7 @@ import (
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/agent/fence"
 )
 
 // Name is the controller's name.
@@ -24,8 +25,9 @@ const Name = "memberdatabase"
 
 // Setup registers the member-side reconciler with a multicluster manager whose local cluster is
 // the hub and whose provider engages member clusters.
-func Setup(mgr mcmanager.Manager, opts controller.TypedOptions[mcreconcile.Request]) error {
-	r := &Reconciler{Manager: mgr}
+// guard is the agent's hub-lease freshness, nil in the hub.
+func Setup(mgr mcmanager.Manager, guard *fence.Guard, opts controller.TypedOptions[mcreconcile.Request]) error {
+	r := &Reconciler{Manager: mgr, Guard: guard}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named(Name).
 		WithOptions(opts).

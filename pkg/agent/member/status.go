@@ -12,21 +12,23 @@ import (
 
 // Reasons of the MemberDatabase conditions.
 const (
-	ReasonApplied      = "Applied"
-	ReasonApplyFailed  = "ApplyFailed"
-	ReasonConflict     = "NotManagedByAgent"
-	ReasonReady        = "AllReplicasReady"
-	ReasonNotReady     = "ReplicasNotReady"
-	ReasonRollingOut   = "RollingOut"
-	ReasonUpToDate     = "UpToDate"
-	ReasonAsExpected   = "AsExpected"
-	ReasonNotFenced    = "NotFenced"
-	ReasonStatefulSetU = "StatefulSetUnknown"
+	ReasonApplied         = "Applied"
+	ReasonApplyFailed     = "ApplyFailed"
+	ReasonConflict        = "NotManagedByAgent"
+	ReasonReady           = "AllReplicasReady"
+	ReasonNotReady        = "ReplicasNotReady"
+	ReasonRollingOut      = "RollingOut"
+	ReasonUpToDate        = "UpToDate"
+	ReasonAsExpected      = "AsExpected"
+	ReasonNotFenced       = "NotFenced"
+	ReasonHubLeaseExpired = "HubLeaseExpired"
+	ReasonStaleEpoch      = "StaleEpoch"
+	ReasonStatefulSetU    = "StatefulSetUnknown"
 )
 
 // setStatus fills the MemberDatabase status from the StatefulSet (nil when it could not be
 // applied) and the apply error, if any. The epoch reported is the one the agent acted on.
-func setStatus(mdb *dbfleetv1alpha1.MemberDatabase, sts *appsv1.StatefulSet, applyErr error) {
+func setStatus(mdb *dbfleetv1alpha1.MemberDatabase, sts *appsv1.StatefulSet, applyErr error, fenced bool) {
 	st := &mdb.Status
 	gen := mdb.Generation
 	set := func(t string, status metav1.ConditionStatus, reason, msg string) {
@@ -48,8 +50,11 @@ func setStatus(mdb *dbfleetv1alpha1.MemberDatabase, sts *appsv1.StatefulSet, app
 		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "the share is applied as asked")
 		st.Epoch = mdb.Spec.Epoch
 	}
-	if meta.FindStatusCondition(st.Conditions, dbfleetv1alpha1.ConditionFenced) == nil {
-		set(dbfleetv1alpha1.ConditionFenced, metav1.ConditionFalse, ReasonNotFenced, "the agent holds a fresh hub lease")
+	if fenced {
+		set(dbfleetv1alpha1.ConditionFenced, metav1.ConditionTrue, ReasonHubLeaseExpired,
+			fmt.Sprintf("the agent fenced its primary at epoch %d: no successful hub renewal within fenceAfter; it stays fenced until the hub hands out a higher epoch", mdb.Spec.Epoch))
+	} else {
+		set(dbfleetv1alpha1.ConditionFenced, metav1.ConditionFalse, ReasonNotFenced, "the share's primary is not fenced")
 	}
 	if sts == nil {
 		st.Replicas, st.ReadyReplicas = 0, 0
@@ -68,4 +73,13 @@ func setStatus(mdb *dbfleetv1alpha1.MemberDatabase, sts *appsv1.StatefulSet, app
 	set(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionFalse, ReasonNotReady, fmt.Sprintf("%d/%d replicas ready", st.ReadyReplicas, want))
 	set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut,
 		fmt.Sprintf("%d/%d replicas updated, %d ready", sts.Status.UpdatedReplicas, want, st.ReadyReplicas))
+}
+
+// setStale reports a MemberDatabase whose epoch is older than the one the member already runs.
+func setStale(mdb *dbfleetv1alpha1.MemberDatabase, running int64) {
+	msg := fmt.Sprintf("the MemberDatabase is at epoch %d but this member already runs epoch %d: a stale epoch is never acted on", mdb.Spec.Epoch, running)
+	meta.SetStatusCondition(&mdb.Status.Conditions, metav1.Condition{
+		Type: dbfleetv1alpha1.ConditionApplied, Status: metav1.ConditionFalse, Reason: ReasonStaleEpoch, Message: msg, ObservedGeneration: mdb.Generation,
+	})
+	mdb.Status.ObservedGeneration = mdb.Generation
 }

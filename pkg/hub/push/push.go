@@ -36,5 +36,6 @@ func Setup(ctx context.Context, mgr mcmanager.Manager, provider *kubeconfig.Prov
 	if err := provider.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("kubeconfig provider: %w", err)
 	}
-	return member.Setup(mgr, controller.TypedOptions[mcreconcile.Request]{})
+	// The hub is itself the authority for Push members: nothing there fences on a hub lease.
+	return member.Setup(mgr, nil, controller.TypedOptions[mcreconcile.Request]{})
 }

@@ -19,6 +19,7 @@ import (
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 	"sigs.k8s.io/multicluster-runtime/providers/single"
 
+	"github.com/dbfleet/dbfleet/pkg/agent/fence"
 	"github.com/dbfleet/dbfleet/pkg/agent/member"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
@@ -59,6 +60,12 @@ func TestMain(m *testing.M) {
 // cluster and the member is engaged through the single-cluster provider.
 func startAgent(t *testing.T, hubCfg, memberCfg *rest.Config) (stop func()) {
 	t.Helper()
+	return startAgentWithGuard(t, hubCfg, memberCfg, nil)
+}
+
+// startAgentWithGuard also fences on the given guard (nil: never fences).
+func startAgentWithGuard(t *testing.T, hubCfg, memberCfg *rest.Config, guard *fence.Guard) (stop func()) {
+	t.Helper()
 	memberCluster, err := cluster.New(memberCfg, func(o *cluster.Options) { o.Scheme = framework.Scheme })
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +83,7 @@ func startAgent(t *testing.T, hubCfg, memberCfg *rest.Config) (stop func()) {
 		t.Fatal(err)
 	}
 	// Each test starts its own agent; controller names repeat across them.
-	if err := member.Setup(mgr, controller.TypedOptions[mcreconcile.Request]{SkipNameValidation: ptr.To(true)}); err != nil {
+	if err := member.Setup(mgr, guard, controller.TypedOptions[mcreconcile.Request]{SkipNameValidation: ptr.To(true)}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

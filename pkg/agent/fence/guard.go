@@ -1,0 +1,60 @@
+package fence
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// Guard knows whether the agent's hub lease is fresh.
+type Guard struct {
+	clock      clock.PassiveClock
+	fenceAfter time.Duration
+	// started gives a freshly started agent one fenceAfter to make its first renewal before it
+	// fences; it renews no primary Lease until that renewal.
+	started time.Time
+
+	mu sync.Mutex
+	// lastRenewStart is when the last successful hub renewal was started.
+	lastRenewStart time.Time
+}
+
+// NewGuard returns a Guard for an agent starting now.
+func NewGuard(c clock.PassiveClock, fenceAfter time.Duration) *Guard {
+	return &Guard{clock: c, fenceAfter: fenceAfter, started: c.Now()}
+}
+
+// Renewed records a successful hub renewal that started at start.
+func (g *Guard) Renewed(start time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if start.After(g.lastRenewStart) {
+		g.lastRenewStart = start
+	}
+}
+
+// Deadline is when the agent must stop acting as a primary holder: fenceAfter after the start of
+// its last successful hub renewal (or after it started, before the first one).
+func (g *Guard) Deadline() time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	from := g.lastRenewStart
+	if from.IsZero() {
+		from = g.started
+	}
+	return from.Add(g.fenceAfter)
+}
+
+// Fresh reports whether the deadline is still ahead.
+func (g *Guard) Fresh() bool { return g.clock.Now().Before(g.Deadline()) }
+
+// LastRenewStart is the start of the last successful renewal.
+func (g *Guard) LastRenewStart() time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.lastRenewStart
+}
+
+// FenceAfter is the configured fence delay.
+func (g *Guard) FenceAfter() time.Duration { return g.fenceAfter }

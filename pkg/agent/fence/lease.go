@@ -1,0 +1,58 @@
+package fence
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// PrimaryLeaseName is the member-local Lease a database's primary may write under.
+func PrimaryLeaseName(db string) string { return "dbfleet-primary-" + db }
+
+// Holder is the Lease holder of a primary: "<cluster>/<epoch>".
+func Holder(cluster string, epoch int64) string { return fmt.Sprintf("%s/%d", cluster, epoch) }
+
+// RenewPrimaryLease makes the Lease name holder, valid from renewed for fenceAfter. Callers pass
+// the start of the last successful hub renewal as renewed, so the Lease never outlives the hub
+// lease's freshness.
+func RenewPrimaryLease(ctx context.Context, member client.Client, namespace, db, holder string, renewed time.Time, fenceAfter time.Duration, labels map[string]string) error {
+	key := client.ObjectKey{Namespace: namespace, Name: PrimaryLeaseName(db)}
+	lease := &coordinationv1.Lease{}
+	err := member.Get(ctx, key, lease)
+	renew := metav1.NewMicroTime(renewed)
+	spec := coordinationv1.LeaseSpec{
+		HolderIdentity:       ptr.To(holder),
+		LeaseDurationSeconds: ptr.To(int32(fenceAfter / time.Second)),
+		RenewTime:            &renew,
+	}
+	if apierrors.IsNotFound(err) {
+		spec.AcquireTime = &renew
+		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: key.Name, Labels: labels}, Spec: spec}
+		if err := member.Create(ctx, lease); err != nil {
+			return fmt.Errorf("create primary lease: %w", err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read primary lease: %w", err)
+	}
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != holder {
+		spec.AcquireTime = &renew
+	} else {
+		spec.AcquireTime = lease.Spec.AcquireTime
+		if lease.Spec.RenewTime != nil && !renewed.After(lease.Spec.RenewTime.Time) {
+			return nil // nothing newer to say
+		}
+	}
+	lease.Spec = spec
+	if err := member.Update(ctx, lease); err != nil {
+		return fmt.Errorf("renew primary lease: %w", err)
+	}
+	return nil
+}
