@@ -314,5 +314,8 @@ func plainLabel(s string) bool {
 
 func (r *labelRequirement) matches(set map[string]string) bool {
 	v, ok := set[r.key]
+	if r.op == opIn && len(r.values) == 1 { // matchLabels: the common case, without a call
+		return ok && v == r.values[0]
+	}
 	return r.op.holds(v, ok, r.values)
 }
