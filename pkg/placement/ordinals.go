@@ -58,14 +58,17 @@ func (s *scheduler) dropOverlappingRanges(with []int32) {
 // never names two live pods at once.
 func (s *scheduler) assignOrdinals(shares []Share, owners []int32) {
 	occupied := s.occupiedOrdinals()
-	union := mergeIntervals(slices.Clone(occupied))
+	s.ws.union = append(s.ws.union[:0], occupied...)
+	union := mergeIntervals(s.ws.union)
 
 	type grower struct {
 		share int
 		ext   interval
 	}
 	var growers []grower
-	fresh := make([]bool, len(shares))
+	s.ws.fresh = grow(s.ws.fresh, len(shares))
+	fresh := s.ws.fresh
+	clear(fresh)
 	for k := range shares {
 		n := &s.nodes[owners[k]]
 		c := shares[k].Replicas
@@ -132,7 +135,8 @@ func (s *scheduler) occupiedOrdinals() []interval {
 	if s.in.Previous != nil {
 		size += 2 * len(s.in.Previous.Shares) // their ranges, and room for growers' extensions
 	}
-	out := make([]interval, 0, size)
+	s.ws.occupied = grow(s.ws.occupied, size)
+	out := s.ws.occupied[:0]
 	for _, i := range s.ws.withRange {
 		if s.nodes[i].hasRange { // not dropped for overlapping
 			out = append(out, rangeInterval(s.nodes[i].prevRange))

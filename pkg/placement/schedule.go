@@ -268,7 +268,8 @@ func (s *scheduler) decision(affinityName string) Decision {
 	}
 	d.Shares = make([]Share, 0, holders)
 	d.Excluded = make([]Exclusion, len(s.nodes)-holders)
-	owners := make([]int32, 0, holders) // owners[k] is the node of d.Shares[k]
+	s.ws.owners = grow(s.ws.owners, holders)
+	owners := s.ws.owners[:0] // owners[k] is the node of d.Shares[k]
 	k := 0
 	for i := range s.nodes {
 		n := &s.nodes[i]

@@ -24,13 +24,19 @@ type workspace struct {
 	// usable previous range.
 	known     []bool
 	withRange []int32
-	whys      whyTable
+	// owners, occupied, union and fresh are assignOrdinals' (see there).
+	owners   []int32
+	occupied []interval
+	union    []interval
+	fresh    []bool
+	// whys are the decision's explanations (see explID).
+	whys whyTable
 }
 
 var workspaces = sync.Pool{New: func() any { return new(workspace) }}
 
-// release returns the workspace to the pool. Only whys holds pointers, to this decision's
-// messages; dropping them lets the pool keep nothing of the caller's alive.
+// release returns the workspace to the pool. Only whys points outside the workspace, to this
+// decision's messages; dropping them lets the pool keep nothing of the decision alive.
 func (w *workspace) release() {
 	clear(w.whys)
 	workspaces.Put(w)
