@@ -9,6 +9,8 @@ import (
 	"time"
 
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+
+	"github.com/dbfleet/dbfleet/pkg/hub/liveness"
 	"sigs.k8s.io/multicluster-runtime/providers/kubeconfig"
 )
 
@@ -19,6 +21,9 @@ type Config struct {
 	// ClusterGracePeriod is how long the hub waits without observing a member's lease renewal
 	// before it marks the cluster Ready=Unknown.
 	ClusterGracePeriod time.Duration
+	// Liveness is the hub's memory of agent renewals, shared by clusterhealth (which feeds it)
+	// and databasecluster (whose failover gate reads it).
+	Liveness *liveness.Observer
 }
 
 // InitFunc registers one controller with the manager. The manager's local cluster is the hub;

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,6 +30,7 @@ import (
 	"github.com/dbfleet/dbfleet/pkg/hub"
 	"github.com/dbfleet/dbfleet/pkg/hub/clusterhealth"
 	"github.com/dbfleet/dbfleet/pkg/hub/databasecluster"
+	"github.com/dbfleet/dbfleet/pkg/hub/liveness"
 	"github.com/dbfleet/dbfleet/pkg/hub/push"
 	"github.com/dbfleet/dbfleet/pkg/options"
 )
@@ -204,6 +206,7 @@ func run(ctx context.Context, o *runOptions) error {
 	}
 	enabled, _ := controllers.Enabled(o.controllers) // validated above
 	o.hub.PushProvider = provider
+	o.hub.Liveness = liveness.NewObserver(clock.RealClock{})
 	if err := controllers.Setup(ctx, mgr, o.hub, enabled); err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/heartbeat"
 	"github.com/dbfleet/dbfleet/pkg/hub"
+	"github.com/dbfleet/dbfleet/pkg/hub/liveness"
 )
 
 // Name is the controller's name in the hub's --controllers list.
@@ -38,8 +39,8 @@ type Reconciler struct {
 	Recorder    events.EventRecorder
 	Clock       clock.PassiveClock
 	GracePeriod time.Duration
-
-	observer *observer
+	// Observer is shared with the failover gate of the databasecluster controller.
+	Observer *liveness.Observer
 }
 
 // +kubebuilder:rbac:groups=dbfleet.io,resources=memberclusters,verbs=get;list;watch;update;patch
@@ -53,14 +54,15 @@ func Setup(_ context.Context, mgr ctrl.Manager, cfg hub.Config) error {
 		Recorder:    mgr.GetEventRecorder("dbfleet-hub"),
 		Clock:       clock.RealClock{},
 		GracePeriod: cfg.ClusterGracePeriod,
+		Observer:    cfg.Liveness,
 	}
 	return r.SetupWithManager(mgr)
 }
 
 // SetupWithManager watches MemberClusters and the agents' Leases.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.observer == nil {
-		r.observer = newObserver(r.Clock)
+	if r.Observer == nil {
+		r.Observer = liveness.NewObserver(r.Clock)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
@@ -84,7 +86,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	mc := &dbfleetv1alpha1.MemberCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, mc); err != nil {
 		if client.IgnoreNotFound(err) == nil {
-			r.observer.forget(req.Name)
+			r.Observer.Forget(req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -95,9 +97,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("read agent lease: %w", err)
 	}
 	if err == nil && lease.Spec.RenewTime != nil {
-		r.observer.observe(mc.Name, lease.Spec.RenewTime.Time)
+		r.Observer.Observe(mc.Name, lease.Spec.RenewTime.Time)
 	}
-	silent := r.observer.silentFor(mc.Name)
+	silent, _ := r.Observer.SilentFor(mc.Name)
 	now := r.Clock.Now()
 
 	before := mc.DeepCopy()
@@ -109,7 +111,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	} else if c := meta.FindStatusCondition(mc.Status.Conditions, dbfleetv1alpha1.ConditionAgentConnected); c != nil && c.Status != metav1.ConditionTrue {
 		setCondition(mc, dbfleetv1alpha1.ConditionAgentConnected, metav1.ConditionTrue, ReasonLeaseRenewed, "the agent renews its lease again")
 	}
-	if last := r.observer.lastObserved(mc.Name); !last.IsZero() {
+	if last := r.Observer.LastObserved(mc.Name); !last.IsZero() {
 		// The wall time of the observation, for people; written when it moved by more than half a
 		// grace period, not on every renewal (the Lease is the fine-grained signal).
 		observed := now.Add(-r.Clock.Since(last)).Truncate(time.Second)

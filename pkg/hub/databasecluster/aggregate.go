@@ -3,6 +3,7 @@ package databasecluster
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -167,7 +168,12 @@ func aggregate(s *scope) {
 		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonHealthy, "no share is degraded")
 	}
 
-	if meta.FindStatusCondition(dbc.Status.Conditions, dbfleetv1alpha1.ConditionFailoverInProgress) == nil {
+	switch c := meta.FindStatusCondition(dbc.Status.Conditions, dbfleetv1alpha1.ConditionFailoverInProgress); {
+	case c == nil:
 		set(dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionFalse, ReasonNoFailover, "the primary is not moving")
+	case c.Status == metav1.ConditionTrue && c.Reason == ReasonPromoted && primaryReady:
+		failoverSeconds.Observe(time.Since(c.LastTransitionTime.Time).Seconds())
+		set(dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionFalse, ReasonFailoverComplete,
+			fmt.Sprintf("the primary on %s is ready at epoch %d", primaryCluster, dbc.Status.Primary.Epoch))
 	}
 }

@@ -25,6 +25,9 @@ type Reconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
 	Clock    clock.PassiveClock
+	// Liveness is the hub's own view of agent renewals (the clusterhealth controller's); nil falls
+	// back to MemberCluster status.lastHeartbeat.
+	Liveness Liveness
 }
 
 // scope is what one reconcile gathers and decides; the phase functions fill it in turn.
@@ -74,6 +77,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	r.repromoteFencedPrimary(s, r.Clock.Now())
 	propagateErr := r.propagate(ctx, s)
 	aggregate(s)
 	recordReadiness(s.dbc)

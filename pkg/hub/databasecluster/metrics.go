@@ -25,6 +25,15 @@ var (
 		Name: "dbfleet_hub_databasecluster_status_writes_total",
 		Help: "DatabaseCluster status writes; flat while nothing changes.",
 	})
+	promotions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dbfleet_hub_primary_promotions_total",
+		Help: "Primary promotions: failovers, switchovers and re-promotions after fencing.",
+	})
+	failoverSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "dbfleet_hub_failover_duration_seconds",
+		Help:    "Time from promoting a new primary cluster to its primary being ready.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 10), // 1s .. ~8.5min
+	})
 	readyReplicas = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "dbfleet_databasecluster_ready_replicas",
 		Help: "Ready replicas of a DatabaseCluster across the fleet, as aggregated by the hub.",
@@ -36,7 +45,8 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(schedulingSeconds, decisions, memberDatabaseWrites, statusWrites, readyReplicas, desiredReplicas)
+	metrics.Registry.MustRegister(schedulingSeconds, decisions, memberDatabaseWrites, statusWrites, promotions, failoverSeconds,
+		readyReplicas, desiredReplicas)
 }
 
 func recordReadiness(dbc *dbfleetv1alpha1.DatabaseCluster) {

@@ -104,17 +104,35 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 		return 0, fmt.Errorf("list ClusterPropagationPolicies: %w", err)
 	}
 	before := meta.FindStatusCondition(dbc.Status.Conditions, dbfleetv1alpha1.ConditionScheduled).DeepCopy()
+	now := r.Clock.Now()
 	start := time.Now()
-	out := Schedule(dbc, pps.Items, cpps.Items, s.members, r.Clock.Now())
+	// Schedule on a copy: a failover may have to wait for the old primary to fence itself.
+	planned := dbc.DeepCopy()
+	out := Schedule(planned, pps.Items, cpps.Items, s.members, now)
 	schedulingSeconds.Observe(time.Since(start).Seconds())
 	decisions.WithLabelValues(out.Reason).Inc()
+
+	if out.PrimaryMoved && out.PrimaryFrom != "none" {
+		wait, reason, msg := r.failoverGate(dbc, s.members[out.PrimaryFrom], out.PrimaryFrom, now)
+		if wait > 0 {
+			// Keep the placement in force, old share and primary included, until it is safe.
+			if setFailover(dbc, metav1.ConditionTrue, reason, msg) {
+				r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, reason, "Failover", "%s", msg)
+			}
+			return wait, nil
+		}
+		setFailover(planned, metav1.ConditionTrue, ReasonPromoted, fmt.Sprintf(
+			"primary moved from %s to %s at epoch %d; waiting for it to be ready", out.PrimaryFrom, planned.Status.Primary.Cluster, planned.Status.Primary.Epoch))
+		promotions.Inc()
+	}
+	dbc.Status = planned.Status
 
 	after := meta.FindStatusCondition(dbc.Status.Conditions, dbfleetv1alpha1.ConditionScheduled)
 	if out.Err != nil && (before == nil || before.Reason != after.Reason || before.Message != after.Message) {
 		r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, out.Reason, "Schedule", "%s", truncate(out.Err.Error()))
 	}
 	if out.PrimaryMoved {
-		r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, "PrimaryChanged", "Schedule",
+		r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, "PrimaryChanged", "Promote",
 			"primary moved from %s to %s at epoch %d", out.PrimaryFrom, dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch)
 	}
 	if len(out.Moves) > 0 {

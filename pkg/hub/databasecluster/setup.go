@@ -30,7 +30,7 @@ import (
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Setup registers the controller and its MemberDatabase index with the manager.
-func Setup(ctx context.Context, mgr ctrl.Manager, _ hub.Config) error {
+func Setup(ctx context.Context, mgr ctrl.Manager, cfg hub.Config) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &dbfleetv1alpha1.MemberDatabase{}, databaseRefIndex, indexDatabaseRef); err != nil {
 		return fmt.Errorf("index MemberDatabases by database: %w", err)
 	}
@@ -38,6 +38,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, _ hub.Config) error {
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("dbfleet-hub"),
 		Clock:    clock.RealClock{},
+	}
+	if cfg.Liveness != nil {
+		r.Liveness = cfg.Liveness
 	}
 	return r.SetupWithManager(mgr)
 }

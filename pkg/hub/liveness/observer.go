@@ -1,4 +1,6 @@
-package clusterhealth
+// Package liveness is the hub's memory of agent lease renewals, measured on the hub's own
+// monotonic clock. The clusterhealth controller feeds it; the failover gate reads it.
+package liveness
 
 import (
 	"sync"
@@ -7,10 +9,10 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// observer remembers, per cluster, the last renew time seen on its Lease and when (on the hub's
+// Observer remembers, per cluster, the last renew time seen on its Lease and when (on the hub's
 // clock) it was seen to change. Go's time.Now carries a monotonic reading, so durations between
 // observations are immune to wall-clock jumps.
-type observer struct {
+type Observer struct {
 	clock clock.PassiveClock
 	// started is when the hub started watching: a cluster never seen renewing since then gets the
 	// full grace period from here, so a hub restart does not mark the fleet Unknown.
@@ -25,12 +27,13 @@ type observation struct {
 	observedAt time.Time // the hub's clock
 }
 
-func newObserver(c clock.PassiveClock) *observer {
-	return &observer{clock: c, started: c.Now(), seen: map[string]observation{}}
+// NewObserver starts observing now.
+func NewObserver(c clock.PassiveClock) *Observer {
+	return &Observer{clock: c, started: c.Now(), seen: map[string]observation{}}
 }
 
-// observe records the Lease's renew time; it counts as a renewal only when the value changed.
-func (o *observer) observe(cluster string, renewTime time.Time) {
+// Observe records the Lease's renew time; it counts as a renewal only when the value changed.
+func (o *Observer) Observe(cluster string, renewTime time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	prev, ok := o.seen[cluster]
@@ -40,27 +43,28 @@ func (o *observer) observe(cluster string, renewTime time.Time) {
 	o.seen[cluster] = observation{renewTime: renewTime, observedAt: o.clock.Now()}
 }
 
-// silentFor is how long, on the hub's clock, since the cluster was last seen renewing (or since
-// the hub started watching, if never).
-func (o *observer) silentFor(cluster string) time.Duration {
+// SilentFor is how long, on the hub's clock, since the cluster was last seen renewing (or since
+// the hub started watching, if never). It is always known: a hub that just started counts from
+// its own start, which errs on the side of waiting.
+func (o *Observer) SilentFor(cluster string) (time.Duration, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	last := o.started
 	if obs, ok := o.seen[cluster]; ok {
 		last = obs.observedAt
 	}
-	return o.clock.Since(last)
+	return o.clock.Since(last), true
 }
 
-// lastObserved is when the hub last saw the cluster renew; zero if never.
-func (o *observer) lastObserved(cluster string) time.Time {
+// LastObserved is when the hub last saw the cluster renew; zero if never.
+func (o *Observer) LastObserved(cluster string) time.Time {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.seen[cluster].observedAt
 }
 
-// forget drops a cluster that left.
-func (o *observer) forget(cluster string) {
+// Forget drops a cluster that left.
+func (o *Observer) Forget(cluster string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.seen, cluster)

@@ -1,0 +1,155 @@
+package hub
+
+import (
+	"testing"
+	"time"
+
+	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/hub/databasecluster"
+)
+
+// loseCluster makes a cluster look as the clusterhealth controller leaves a silent one: Ready
+// Unknown, unreachable taints added now, its agent last seen now with the given fenceAfter.
+func (f *fixture) loseCluster(cluster string, fenceAfter int32) {
+	f.t.Helper()
+	now := metav1.Now()
+	f.updateMemberStatus(cluster, func(mc *dbfleetv1alpha1.MemberCluster) {
+		meta.SetStatusCondition(&mc.Status.Conditions, metav1.Condition{
+			Type: dbfleetv1alpha1.ConditionReady, Status: metav1.ConditionUnknown, Reason: "AgentLeaseExpired", Message: "test"})
+		mc.Status.Agent = &dbfleetv1alpha1.AgentSettings{HeartbeatIntervalSeconds: 1, FenceAfterSeconds: fenceAfter}
+		mc.Status.LastHeartbeat = &now
+	})
+	f.updateMember(cluster, func(mc *dbfleetv1alpha1.MemberCluster) {
+		mc.Spec.Taints = []corev1.Taint{
+			{Key: dbfleetv1alpha1.TaintClusterUnreachable, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &now},
+			{Key: dbfleetv1alpha1.TaintClusterUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: &now},
+		}
+	})
+}
+
+func failoverPolicy(f *fixture, tolerationSeconds int64) {
+	pp := f.policy("spread", 0, map[string]string{"app": "orders"}, divided())
+	pp.Spec.Placement.ClusterTolerations = []corev1.Toleration{{Key: dbfleetv1alpha1.TaintClusterUnreachable,
+		Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(tolerationSeconds)}}
+	if err := f.c.Update(f.ctx, pp); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func reportReady(f *fixture, name string) {
+	f.t.Helper()
+	for _, mdb := range f.memberDatabases(name) {
+		f.reportAsAgent(mdb, mdb.Spec.Replicas, true)
+	}
+}
+
+func TestPrimaryFailoverWaitsForFencingThenPromotes(t *testing.T) {
+	f := newFixture(t)
+	startHub(t)
+	a, b := f.member("a", "r1", 100), f.member("b", "r2", 100)
+	failoverPolicy(f, 1)
+	f.database("orders", 2, map[string]string{"app": "orders"})
+	dbc := f.waitDatabase("orders", "placed on both", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return len(d.Status.Placements) == 2
+	})
+	f.waitMemberDatabases("orders", shares(dbc))
+	reportReady(f, "orders")
+	f.waitDatabase("orders", "available", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return hasCondition(d, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue, "")
+	})
+	old := dbc.Status.Primary.Cluster
+	survivor := a
+	if old == a {
+		survivor = b
+	}
+
+	// The primary's cluster goes silent; its agent fences after 2s, plus the hub's margin.
+	lost := time.Now()
+	f.loseCluster(old, 2)
+	f.waitDatabase("orders", "waiting for fencing", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, databasecluster.ReasonWaitingForFencing) &&
+			d.Status.Primary.Cluster == old
+	})
+	promoted := f.waitDatabase("orders", "promoted", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return d.Status.Primary.Cluster == survivor
+	})
+	took := time.Since(lost)
+	t.Logf("promoted %s at epoch %d, %s after the cluster was lost", survivor, promoted.Status.Primary.Epoch, took.Round(100*time.Millisecond))
+	if minWait := 2*time.Second + databasecluster.FencingMargin; took < minWait {
+		t.Errorf("promoted after %s, before the old primary's fenceAfter + margin (%s)", took, minWait)
+	}
+	if promoted.Status.Primary.Epoch != dbc.Status.Primary.Epoch+1 {
+		t.Errorf("epoch %d -> %d, want +1", dbc.Status.Primary.Epoch, promoted.Status.Primary.Epoch)
+	}
+	if _, onOld := shares(promoted)[old]; onOld || promoted.Status.Replicas != 2 {
+		t.Errorf("placements %v, want both replicas off %s", shares(promoted), old)
+	}
+	if !hasCondition(promoted, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, databasecluster.ReasonPromoted) {
+		t.Errorf("FailoverInProgress %+v, want Promoted", meta.FindStatusCondition(promoted.Status.Conditions, dbfleetv1alpha1.ConditionFailoverInProgress))
+	}
+	mdbs := f.waitMemberDatabases("orders", shares(promoted))
+	if m := mdbs[survivor]; m.Spec.Role != dbfleetv1alpha1.RolePrimary || m.Spec.Epoch != promoted.Status.Primary.Epoch {
+		t.Errorf("survivor's MemberDatabase role %s epoch %d", m.Spec.Role, m.Spec.Epoch)
+	}
+	reportReady(f, "orders")
+	f.waitDatabase("orders", "failover complete", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionFalse, databasecluster.ReasonFailoverComplete) &&
+			hasCondition(d, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue, "")
+	})
+}
+
+func TestManualFailoverOnlyReports(t *testing.T) {
+	f := newFixture(t)
+	startHub(t)
+	f.member("a", "r1", 100)
+	f.member("b", "r2", 100)
+	failoverPolicy(f, 0)
+	d := f.database("orders", 2, map[string]string{"app": "orders"})
+	_ = d
+	f.updateDatabase("orders", func(d *dbfleetv1alpha1.DatabaseCluster) {
+		d.Spec.Primary = &dbfleetv1alpha1.PrimarySpec{Failover: dbfleetv1alpha1.FailoverManual}
+	})
+	dbc := f.waitDatabase("orders", "placed", func(d *dbfleetv1alpha1.DatabaseCluster) bool { return len(d.Status.Placements) == 2 })
+	old := dbc.Status.Primary.Cluster
+	f.loseCluster(old, 1)
+	held := f.waitDatabase("orders", "manual failover reported", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, databasecluster.ReasonManualFailoverRequired)
+	})
+	if held.Status.Primary.Cluster != old || held.Status.Primary.Epoch != dbc.Status.Primary.Epoch {
+		t.Errorf("Manual mode moved the primary: %+v", held.Status.Primary)
+	}
+}
+
+func TestFencedPrimaryIsRepromotedWithAHigherEpoch(t *testing.T) {
+	f := newFixture(t)
+	startHub(t)
+	a := f.member("a", "r1", 100)
+	f.policy("spread", 0, map[string]string{"app": "orders"}, divided())
+	f.database("orders", 1, map[string]string{"app": "orders"})
+	mdbs := f.waitMemberDatabases("orders", map[string]int32{a: 1})
+	// The agent fenced at epoch 1 while cut off, and is back: it reports Fenced at epoch 1.
+	fresh := &dbfleetv1alpha1.MemberDatabase{}
+	if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(mdbs[a]), fresh); err != nil {
+		t.Fatal(err)
+	}
+	fresh.Status.ObservedGeneration, fresh.Status.Epoch = fresh.Generation, fresh.Spec.Epoch
+	meta.SetStatusCondition(&fresh.Status.Conditions, metav1.Condition{Type: dbfleetv1alpha1.ConditionFenced, Status: metav1.ConditionTrue, Reason: "HubLeaseExpired"})
+	if err := f.c.Status().Update(f.ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	f.waitDatabase("orders", "epoch 2 on the same cluster", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return d.Status.Primary.Cluster == a && d.Status.Primary.Epoch == 2
+	})
+	err := f.c.Get(f.ctx, client.ObjectKeyFromObject(mdbs[a]), fresh)
+	if err != nil || fresh.Spec.Epoch != 2 || fresh.Spec.Role != dbfleetv1alpha1.RolePrimary {
+		t.Errorf("MemberDatabase %+v (%v), want primary at epoch 2", fresh.Spec, err)
+	}
+	_ = policyv1alpha1.Placement{}
+}
