@@ -1,0 +1,209 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+)
+
+// Wiring dbfleet onto the clusters: the CRDs on the hub, `hub run`, then for each member
+// `hub join`, the join manifests applied to the member with kubectl, and the agent as a local
+// process with the credential from those manifests.
+
+// kubectl runs kubectl, returning its combined output in the error.
+func kubectl(ctx context.Context, args ...string) error {
+	cmd := exec.CommandContext(ctx, "kubectl", args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// installCRDs applies deploy/crds to the hub and waits until they are served.
+func (f *fed) installCRDs(ctx context.Context) error {
+	hub := f.dir.kubeconfig("hub")
+	if err := kubectl(ctx, "--kubeconfig", hub, "apply", "--server-side", "-k", f.bins.crds); err != nil {
+		return fmt.Errorf("install the CRDs: %w", err)
+	}
+	// deploy/crds/dbfleet.io_<plural>.yaml holds CRD <plural>.dbfleet.io.
+	files, err := filepath.Glob(filepath.Join(f.bins.crds, "dbfleet.io_*.yaml"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no CRDs in %s", f.bins.crds)
+	}
+	wait := []string{"--kubeconfig", hub, "wait", "--for=condition=Established", "--timeout=60s"}
+	for _, file := range files {
+		plural := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(file), "dbfleet.io_"), ".yaml")
+		wait = append(wait, "crd/"+plural+".dbfleet.io")
+	}
+	if err := kubectl(ctx, wait...); err != nil {
+		return fmt.Errorf("wait for the CRDs: %w", err)
+	}
+	say("hub: CRDs installed from %s", rel(f.bins.crds))
+	return nil
+}
+
+// startHub runs `hub run` and waits for its /readyz.
+func (f *fed) startHub(ctx context.Context, metricsPort, healthPort int) error {
+	f.st.HubMetrics = fmt.Sprintf("127.0.0.1:%d", metricsPort)
+	f.st.HubHealth = fmt.Sprintf("127.0.0.1:%d", healthPort)
+	r, err := f.launch(Component{Name: "hub", Args: []string{f.bins.hub, "run",
+		"--kubeconfig", f.dir.kubeconfig("hub"),
+		"--leader-elect=false",
+		"--cluster-grace-period", f.st.GracePeriod,
+		"--metrics-bind-address", f.st.HubMetrics,
+		"--health-probe-bind-address", f.st.HubHealth,
+	}})
+	if err != nil {
+		return err
+	}
+	if err := waitReady(ctx, "hub", time.Minute, httpOK("http://"+f.st.HubHealth+"/readyz"), r); err != nil {
+		return err
+	}
+	say("hub: running (cluster grace period %s), metrics http://%s/metrics", f.st.GracePeriod, f.st.HubMetrics)
+	return nil
+}
+
+func httpOK(url string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s %s", url, resp.Status, bytes.TrimSpace(body))
+		}
+		return nil
+	}
+}
+
+// joinMember runs `hub join`, applies the manifests to the member and starts its agent.
+func (f *fed) joinMember(ctx context.Context, m Member, healthPort int) error {
+	manifests := f.dir.agentManifests(m.Name)
+	join := exec.CommandContext(ctx, f.bins.hub, "join", m.Name, "--region", m.Region, "--zone", m.Zone,
+		"--kubeconfig", f.dir.kubeconfig("hub"),
+		"--heartbeat-interval", f.st.HeartbeatInterval, "--fence-after", f.st.FenceAfter,
+		"-o", manifests)
+	out, err := join.CombinedOutput()
+	if logErr := os.WriteFile(f.dir.logFile("join-"+m.Name), out, 0o600); logErr != nil {
+		return logErr
+	}
+	if err != nil {
+		return fmt.Errorf("hub join %s: %w; its output (%s):\n%s", m.Name, err, rel(f.dir.logFile("join-"+m.Name)), tail(f.dir.logFile("join-"+m.Name), 15))
+	}
+	if err := kubectl(ctx, "--kubeconfig", f.dir.kubeconfig(m.Name), "apply", "-f", manifests); err != nil {
+		return fmt.Errorf("%s: apply the agent manifests: %w", m.Name, err)
+	}
+	hubKubeconfig, err := agentCredential(manifests)
+	if err != nil {
+		return fmt.Errorf("%s: %w", m.Name, err)
+	}
+	if err := os.WriteFile(f.dir.agentHubKubeconfig(m.Name), hubKubeconfig, 0o600); err != nil {
+		return err
+	}
+	say("%s: joined (hub join, manifests %s applied to the member with kubectl)", m.Name, rel(manifests))
+	health := fmt.Sprintf("127.0.0.1:%d", healthPort)
+	f.mu.Lock()
+	f.st.AgentHealth[m.Name] = health
+	f.mu.Unlock()
+	r, err := f.launch(Component{Name: "agent-" + m.Name, Args: []string{f.bins.agent,
+		"--cluster-name", m.Name,
+		"--hub-kubeconfig", f.dir.agentHubKubeconfig(m.Name),
+		"--kubeconfig", f.dir.kubeconfig(m.Name),
+		"--heartbeat-interval", f.st.HeartbeatInterval,
+		"--fence-after", f.st.FenceAfter,
+		"--metrics-bind-address", "0",
+		"--health-probe-bind-address", health,
+	}})
+	if err != nil {
+		return err
+	}
+	return waitReady(ctx, "agent-"+m.Name, time.Minute, httpOK("http://"+health+"/readyz"), r)
+}
+
+// agentCredential is the hub kubeconfig in the join manifests' Secret, the one the agent's
+// Deployment would mount.
+func agentCredential(manifests string) ([]byte, error) {
+	data, err := os.ReadFile(manifests)
+	if err != nil {
+		return nil, err
+	}
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", manifests, err)
+		}
+		var secret corev1.Secret
+		if err := yaml.Unmarshal(doc, &secret); err != nil || secret.Kind != "Secret" {
+			continue
+		}
+		if kc, ok := secret.Data["kubeconfig"]; ok {
+			return kc, nil
+		}
+		if kc, ok := secret.StringData["kubeconfig"]; ok {
+			return []byte(kc), nil
+		}
+	}
+	return nil, fmt.Errorf("%s holds no Secret with a kubeconfig key", manifests)
+}
+
+// membersReady succeeds once every member's MemberCluster is Ready=True on the hub.
+func (f *fed) membersReady() (func(context.Context) error, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", f.dir.kubeconfig("hub"))
+	if err != nil {
+		return nil, err
+	}
+	scheme := runtime.NewScheme()
+	if err := dbfleetv1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		var notReady []string
+		for _, m := range f.st.Members {
+			mc := &dbfleetv1alpha1.MemberCluster{}
+			if err := c.Get(ctx, client.ObjectKey{Name: m.Name}, mc); err != nil {
+				return err
+			}
+			if !meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady) {
+				notReady = append(notReady, m.Name)
+			}
+		}
+		if len(notReady) > 0 {
+			return fmt.Errorf("MemberCluster not Ready yet: %s", strings.Join(notReady, ", "))
+		}
+		return nil
+	}, nil
+}

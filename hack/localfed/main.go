@@ -1,0 +1,178 @@
+// Command localfed runs a local federation for dbfleet: one etcd, a hub kube-apiserver with the
+// dbfleet CRDs and `hub run`, and member clusters (kube-apiserver, kube-controller-manager,
+// kube-scheduler and kwok with fake Nodes), each joined with `hub join` and served by an agent
+// running as a local process. Every process runs detached with a pid file, so the federation
+// outlives the command and is stopped by pid. See docs/localfed.md.
+//
+//	localfed up [--members east,west,central] [--cluster-grace-period 20s] [--heartbeat-interval 5s] [--fence-after 15s]
+//	localfed down
+//	localfed status
+//	localfed stop COMPONENT     # e.g. agent-west: a fault to watch
+//	localfed start COMPONENT    # start it again, with the command up used
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+const usage = `usage: localfed COMMAND [flags]
+
+  up       start the federation in the background; returns once every MemberCluster is Ready
+  down     stop every process by its pid file and remove the state directory
+  status   print each process, its pid and whether it is alive
+  stop C   stop component C (e.g. agent-west, apiserver-east) by its pid file
+  start C  start component C again with the command up used
+
+Run 'localfed COMMAND -h' for the flags of a command.
+`
+
+// defaultMembers are the members of --members N, in order.
+var defaultMembers = []Member{
+	{Name: "east", Region: "us-east", Zone: "us-east-1a"},
+	{Name: "west", Region: "us-west", Zone: "us-west-2a"},
+	{Name: "central", Region: "eu-central", Zone: "eu-central-1a"},
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	cmd, args := os.Args[1], os.Args[2:]
+	prefix = "localfed " + cmd
+	fs := flag.NewFlagSet("localfed "+cmd, flag.ExitOnError)
+	dirFlag := fs.String("dir", ".localfed", "state directory")
+	binFlag := fs.String("bin", "bin", "directory of hub and agent; the Kubernetes binaries are in its k8s/")
+	var o upOptions
+	var members string
+	if cmd == "up" {
+		fs.StringVar(&members, "members", "3", "the member clusters: a count (of east, west, central, then member4...), "+
+			"or names, each optionally name=region/zone, e.g. east,lab=on-prem/rack-1")
+		fs.DurationVar(&o.gracePeriod, "cluster-grace-period", 20*time.Second, "hub run --cluster-grace-period")
+		fs.DurationVar(&o.heartbeatInterval, "heartbeat-interval", 5*time.Second, "the agents' --heartbeat-interval (and hub join's)")
+		fs.DurationVar(&o.fenceAfter, "fence-after", 15*time.Second, "the agents' --fence-after (and hub join's)")
+	}
+	if err := fs.Parse(args); err != nil {
+		os.Exit(2)
+	}
+	dir, err := filepath.Abs(*dirFlag)
+	if err != nil {
+		fail(err)
+	}
+	d := stateDir(dir)
+	switch cmd {
+	case "up":
+		if o.members, err = parseMembers(members); err != nil {
+			fail(fmt.Errorf("--members: %w", err))
+		}
+		bin, err := filepath.Abs(*binFlag)
+		if err != nil {
+			fail(err)
+		}
+		crds, _ := filepath.Abs(filepath.Join("deploy", "crds"))
+		bins, err := findBinaries(bin, crds)
+		if err != nil {
+			fail(err)
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		if err := up(ctx, d, bins, o); err != nil {
+			if errors.Is(err, errAlreadyRunning) {
+				os.Exit(1)
+			}
+			fail(err)
+		}
+	case "down":
+		err = down(d, true)
+	case "status":
+		err = status(d)
+	case "start", "stop":
+		if fs.NArg() != 1 {
+			fail(fmt.Errorf("%s takes one component, e.g. agent-west (see localfed status)", cmd))
+		}
+		if cmd == "start" {
+			err = startComponent(d, fs.Arg(0))
+		} else {
+			err = stopComponent(d, fs.Arg(0))
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "unknown command %q\n%s", cmd, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintf(os.Stderr, "localfed: %v\n", err)
+	os.Exit(1)
+}
+
+// parseMembers reads --members: a count, or a list of name[=region/zone].
+func parseMembers(s string) ([]Member, error) {
+	if n, err := strconv.Atoi(s); err == nil {
+		if n < 1 || n > 9 {
+			return nil, fmt.Errorf("a count must be 1 to 9, got %d", n)
+		}
+		var out []Member
+		for i := range n {
+			if i < len(defaultMembers) {
+				out = append(out, defaultMembers[i])
+				continue
+			}
+			region := fmt.Sprintf("region-%d", i+1)
+			out = append(out, Member{Name: fmt.Sprintf("member%d", i+1), Region: region, Zone: region + "a"})
+		}
+		return out, nil
+	}
+	var out []Member
+	seen := map[string]bool{}
+	for item := range strings.SplitSeq(s, ",") {
+		name, where, hasWhere := strings.Cut(strings.TrimSpace(item), "=")
+		if !validName(name) || name == "hub" {
+			return nil, fmt.Errorf("%q is not a member name (lowercase letters, digits and '-', not 'hub')", name)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("%q given twice", name)
+		}
+		seen[name] = true
+		m := Member{Name: name, Region: name, Zone: name + "-a"}
+		for _, def := range defaultMembers {
+			if def.Name == name {
+				m = def
+			}
+		}
+		if hasWhere {
+			region, zone, ok := strings.Cut(where, "/")
+			if !ok || region == "" || zone == "" {
+				return nil, fmt.Errorf("%q: want name=region/zone", item)
+			}
+			m.Region, m.Zone = region, zone
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func validName(s string) bool {
+	if s == "" || len(s) > 40 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' {
+			return false
+		}
+	}
+	return true
+}

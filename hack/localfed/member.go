@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// A member's control plane besides its API server: kube-controller-manager with the default
+// controllers (nodelifecycle lifts the fake Nodes' not-ready taint; statefulset, the PV binder and
+// garbage collection run the agent's objects), kube-scheduler, and kwok, which plays the kubelet
+// of the fake Nodes (Ready, heartbeats) and of their Pods (Running, Ready). None serves a port.
+
+func controllerManagerComponent(bin, member, kubeconfig string, p clusterPKI) Component {
+	return Component{Name: "controller-manager-" + member, Args: []string{bin,
+		"--kubeconfig=" + kubeconfig,
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--service-account-private-key-file=" + p.saKey,
+		"--root-ca-file=" + p.servingCert(),
+		"--use-service-account-credentials=false",
+	}}
+}
+
+func schedulerComponent(bin, member, kubeconfig string) Component {
+	return Component{Name: "scheduler-" + member, Args: []string{bin,
+		"--kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+		"--leader-elect=false",
+		"--secure-port=0",
+	}}
+}
+
+func kwokComponent(bin, stages, member, kubeconfig string) Component {
+	return Component{Name: "kwok-" + member, Args: []string{bin,
+		"--kubeconfig=" + kubeconfig,
+		"--config=" + stages,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=" + fakeNodeAnnotation + "=fake",
+		"--cidr=10.0.0.1/24",
+		"--node-ip=10.0.0.1",
+	}}
+}
+
+// startMemberControlPlane starts the controllers, scheduler and kwok of a member whose API server
+// is ready, then creates its fake Nodes and volumes and waits until the Nodes take Pods.
+func (f *fed) startMemberControlPlane(ctx context.Context, m Member) error {
+	kubeconfig := f.dir.kubeconfig(m.Name)
+	p := clusterPKI{dir: f.dir.pki(m.Name)}
+	p.saKey = p.dir + "/sa.key"
+	var procs []*running
+	for _, c := range []Component{
+		controllerManagerComponent(f.bins.controllerManager, m.Name, kubeconfig, p),
+		schedulerComponent(f.bins.scheduler, m.Name, kubeconfig),
+		kwokComponent(f.bins.kwok, f.bins.kwokStages, m.Name, kubeconfig),
+	} {
+		r, err := f.launch(c)
+		if err != nil {
+			return err
+		}
+		procs = append(procs, r)
+	}
+	cs, err := clientFor(kubeconfig)
+	if err != nil {
+		return err
+	}
+	if err := createNodes(ctx, cs, m); err != nil {
+		return fmt.Errorf("%s: fake Nodes: %w", m.Name, err)
+	}
+	if err := createVolumes(ctx, cs, m); err != nil {
+		return fmt.Errorf("%s: volumes: %w", m.Name, err)
+	}
+	// The Nodes are usable once kwok reports them Ready and the node lifecycle controller lifts
+	// their not-ready taint; a crash of any of the three processes fails the wait at once.
+	if err := waitReady(ctx, m.Name+"'s fake Nodes", 2*time.Minute, nodesSchedulable(cs), procs...); err != nil {
+		return err
+	}
+	say("%s: %d fake Nodes Ready and schedulable (%s/%s), %d volumes", m.Name, nodesPerMember, m.Region, m.Zone, volumesPerMember)
+	return nil
+}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// up brings the federation up: etcd, the API servers, each member's control plane and fake
+// Nodes, the hub, and a joined agent per member; it returns once every MemberCluster is Ready,
+// leaving the processes running. On failure it stops whatever it started.
+
+type upOptions struct {
+	members           []Member
+	gracePeriod       time.Duration
+	heartbeatInterval time.Duration
+	fenceAfter        time.Duration
+}
+
+// binaries are the programs the federation runs, by absolute path.
+type binaries struct {
+	etcd, apiserver, controllerManager, scheduler, kwok, kwokStages string
+	hub, agent                                                      string
+	crds                                                            string
+}
+
+func findBinaries(binDir, crds string) (binaries, error) {
+	k8s := filepath.Join(binDir, "k8s")
+	b := binaries{
+		etcd: filepath.Join(k8s, "etcd"), apiserver: filepath.Join(k8s, "kube-apiserver"),
+		controllerManager: filepath.Join(k8s, "kube-controller-manager"), scheduler: filepath.Join(k8s, "kube-scheduler"),
+		kwok: filepath.Join(k8s, "kwok"), kwokStages: filepath.Join(k8s, "kwok-stages.yaml"),
+		hub: filepath.Join(binDir, "hub"), agent: filepath.Join(binDir, "agent"), crds: crds,
+	}
+	var missing []string
+	for _, p := range []string{b.etcd, b.apiserver, b.controllerManager, b.scheduler, b.kwok, b.kwokStages} {
+		if _, err := os.Stat(p); err != nil {
+			missing = append(missing, rel(p)+" (make k8s-bins)")
+		}
+	}
+	for _, p := range []string{b.hub, b.agent} {
+		if _, err := os.Stat(p); err != nil {
+			missing = append(missing, rel(p)+" (make build)")
+		}
+	}
+	if _, err := os.Stat(crds); err != nil {
+		missing = append(missing, rel(crds)+" (the CRDs: run from the repository root)")
+	}
+	if len(missing) > 0 {
+		return b, fmt.Errorf("missing: %s", strings.Join(missing, ", "))
+	}
+	return b, nil
+}
+
+// fed is a federation being brought up.
+type fed struct {
+	dir  stateDir
+	bins binaries
+
+	mu    sync.Mutex // guards st and procs
+	st    *State
+	procs map[string]*running // what this invocation started, by component
+}
+
+// launch records c in state.json and starts it.
+func (f *fed) launch(c Component) (*running, error) {
+	f.mu.Lock()
+	f.st.record(c)
+	err := f.dir.save(f.st)
+	f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	r, err := f.dir.start(c)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.procs[c.Name] = r
+	f.mu.Unlock()
+	say("%s: started (pid %d), log %s", c.Name, r.pid, rel(r.log))
+	return r, nil
+}
+
+var errAlreadyRunning = errors.New("already running")
+
+func up(ctx context.Context, d stateDir, bins binaries, o upOptions) error {
+	if d.exists() {
+		if alive := d.aliveComponents(); len(alive) > 0 {
+			fmt.Fprintf(os.Stderr, "localfed: a local federation is already running in %s (%d processes alive: %s).\n"+
+				"Use it (kubectl --kubeconfig %s get mc), or stop it first with 'make localfed-down'.\n",
+				rel(string(d)), len(alive), strings.Join(alive, ", "), rel(d.kubeconfig("hub")))
+			return errAlreadyRunning
+		}
+		say("removing %s left by an earlier run (none of its processes is alive)", rel(string(d)))
+		if err := os.RemoveAll(string(d)); err != nil {
+			return err
+		}
+	}
+	if err := d.create(); err != nil {
+		return err
+	}
+	f := &fed{dir: d, bins: bins, procs: map[string]*running{}, st: &State{
+		Started: time.Now().UTC(), Members: o.members, Servers: map[string]string{}, AgentHealth: map[string]string{},
+		GracePeriod: o.gracePeriod.String(), HeartbeatInterval: o.heartbeatInterval.String(), FenceAfter: o.fenceAfter.String(),
+	}}
+	if err := d.save(f.st); err != nil {
+		return err
+	}
+	names := make([]string, len(o.members))
+	for i, m := range o.members {
+		names[i] = fmt.Sprintf("%s (%s/%s)", m.Name, m.Region, m.Zone)
+	}
+	say("starting a hub and %d member clusters: %s; state in %s", len(o.members), strings.Join(names, ", "), rel(string(d)))
+	if err := f.bringUp(ctx); err != nil {
+		say("FAILED: %v", err)
+		say("stopping what was started")
+		if derr := down(d, false); derr != nil {
+			say("teardown: %v (pid files kept in %s)", derr, rel(d.path("pids")))
+		} else {
+			say("kept the logs of the failed run: see above; rerun 'make localfed-up' to try again")
+		}
+		return err
+	}
+	f.summary()
+	return nil
+}
+
+func (f *fed) bringUp(ctx context.Context) error {
+	n := len(f.st.Members)
+	// etcd (2), API servers (1+n), hub metrics and health (2), agents' health (n).
+	ports, err := freePorts(2 + (1 + n) + 2 + n)
+	if err != nil {
+		return err
+	}
+	next := func() int { p := ports[0]; ports = ports[1:]; return p }
+	if err := f.startEtcd(ctx, next(), next()); err != nil {
+		return err
+	}
+
+	say("starting %d kube-apiservers (a minute or so on a busy machine)", 1+n)
+	var steps []func(context.Context) error
+	for _, cluster := range append([]string{"hub"}, memberNames(f.st.Members)...) {
+		port := next()
+		steps = append(steps, func(ctx context.Context) error { return f.startAPIServer(ctx, cluster, port) })
+	}
+	if err := all(ctx, steps...); err != nil {
+		return err
+	}
+
+	say("starting each member's controller manager, scheduler and kwok, and the hub")
+	steps = nil
+	for _, m := range f.st.Members {
+		steps = append(steps, func(ctx context.Context) error { return f.startMemberControlPlane(ctx, m) })
+	}
+	metrics, health := next(), next()
+	steps = append(steps, func(ctx context.Context) error {
+		if err := f.installCRDs(ctx); err != nil {
+			return err
+		}
+		return f.startHub(ctx, metrics, health)
+	})
+	if err := all(ctx, steps...); err != nil {
+		return err
+	}
+
+	say("joining the members and starting their agents")
+	steps = nil
+	for _, m := range f.st.Members {
+		port := next()
+		steps = append(steps, func(ctx context.Context) error { return f.joinMember(ctx, m, port) })
+	}
+	if err := all(ctx, steps...); err != nil {
+		return err
+	}
+
+	ready, err := f.membersReady()
+	if err != nil {
+		return err
+	}
+	watch := []*running{f.procs["hub"]}
+	for _, m := range f.st.Members {
+		watch = append(watch, f.procs["agent-"+m.Name])
+	}
+	if err := waitReady(ctx, "every MemberCluster Ready", 2*time.Minute, ready, watch...); err != nil {
+		return fmt.Errorf("%w; see the agents' logs %s and the hub's %s", err, rel(f.dir.path("logs", "agent-*.log")), rel(f.dir.logFile("hub")))
+	}
+	return nil
+}
+
+// all runs steps concurrently; the first error cancels the others and is returned.
+func all(ctx context.Context, steps ...func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		once  sync.Once
+		first error
+		wg    sync.WaitGroup
+	)
+	for _, step := range steps {
+		wg.Go(func() {
+			if err := step(ctx); err != nil {
+				once.Do(func() { first = err; cancel() })
+			}
+		})
+	}
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return first
+}
+
+func memberNames(members []Member) []string {
+	out := make([]string, len(members))
+	for i, m := range members {
+		out[i] = m.Name
+	}
+	return out
+}
+
+func (f *fed) summary() {
+	hub := rel(f.dir.kubeconfig("hub"))
+	say("local federation up in %s: every MemberCluster is Ready", time.Since(began).Round(time.Second))
+	fmt.Printf(`
+  kubectl --kubeconfig %[1]s get mc                    # the members, Ready
+  kubectl --kubeconfig %[1]s get dbc,cpp,pp,mdb -A     # databases, policies, shares
+  kubectl --kubeconfig %[2]s get nodes,pods -A
+  bin/localfed status                                   # every process and its pid
+  make localfed-down                                    # stop everything and remove %[3]s
+
+  logs in %[4]s/<component>.log, pids in %[5]s/<component>.pid; docs/localfed.md shows fault scenarios
+`, hub, rel(f.dir.kubeconfig(f.st.Members[0].Name)), rel(string(f.dir)), rel(f.dir.path("logs")), rel(f.dir.path("pids")))
+}
