@@ -17,6 +17,8 @@ type compiled struct {
 	// clusterAffinity (nil matching every cluster).
 	terms   []term
 	statics []staticRule
+	// byLabel is statics when they all test the same label, as one lookup (see staticsByLabel).
+	byLabel *labelWeights
 	// tolerations are the placement's, with the defaults of EffectiveTolerations.
 	tolerations []corev1.Toleration
 }
@@ -95,8 +97,40 @@ func compile(p *policyv1alpha1.Placement) (*compiled, error) {
 		// A cluster takes the highest weight of the entries matching it: with the heaviest entries
 		// first, the first match is that weight and the rest need not be tried.
 		slices.SortStableFunc(c.statics, func(a, b staticRule) int { return cmp.Compare(b.weight, a.weight) })
+		c.byLabel = staticsByLabel(c.statics)
 	}
 	return c, nil
+}
+
+// labelWeights gives clusters the weight of their value of one label: weights[i] to values[i],
+// the first match counting.
+type labelWeights struct {
+	key     string
+	values  []string
+	weights []int64
+}
+
+// staticsByLabel returns the rules as labelWeights when each selects clusters only by values of
+// one and the same label (tier in gold, tier in silver), the usual staticWeightList; nil
+// otherwise. A cluster's weight then takes one label lookup, however many rules there are.
+func staticsByLabel(rules []staticRule) *labelWeights {
+	lw := &labelWeights{}
+	for i, rule := range rules { // heaviest first, so the first value that matches has the weight
+		a := rule.target
+		if !a.names.empty() || !a.exclude.empty() || len(a.fields) != 0 || len(a.labels) != 1 {
+			return nil
+		}
+		r := &a.labels[0]
+		if r.op != opIn || (i > 0 && r.key != lw.key) {
+			return nil
+		}
+		lw.key = r.key
+		for _, v := range r.values {
+			lw.values = append(lw.values, v)
+			lw.weights = append(lw.weights, rule.weight)
+		}
+	}
+	return lw
 }
 
 func checkReplicaScheduling(rs *policyv1alpha1.ReplicaSchedulingStrategy) error {

@@ -90,6 +90,14 @@ func (s *scheduler) divideStatic(chosen []int32) string {
 
 // staticWeight is the weight staticWeightList gives the cluster, 0 when no entry matches.
 func (s *scheduler) staticWeight(c *Cluster) int64 {
+	if lw := s.byLabel; lw != nil {
+		if v, ok := c.Labels[lw.key]; ok {
+			if i := slices.Index(lw.values, v); i >= 0 {
+				return lw.weights[i]
+			}
+		}
+		return 0
+	}
 	for _, rule := range s.statics { // heaviest first: the first match is the highest weight
 		if rule.target.match(c) == matched {
 			return rule.weight
