@@ -39,8 +39,17 @@ func apportion(parties []party, seats int64, ws *workspace) int64 {
 			h.order = append(h.order, int32(i))
 		}
 	}
-	if seats < int64(len(h.order)) {
-		h.order = firstSeated(parties, h.order, int(seats), ws)
+	if 0 < seats && seats < int64(len(h.order)) {
+		var ranked bool
+		h.order, ranked = firstSeated(parties, h.order, int(seats), ws)
+		// When even the heaviest party's second seat (weight/3) ranks below the last of these
+		// first seats (the lightest), the seats are exactly these first seats.
+		if ranked && parties[h.order[0]].weight < 3*parties[h.order[seats-1]].weight {
+			for _, i := range h.order {
+				parties[i].seats = 1
+			}
+			return seats
+		}
 	}
 	h.init()
 	placed := int64(0)
@@ -64,18 +73,19 @@ func apportion(parties []party, seats int64, ws *workspace) int64 {
 // First seats rank by weight (more first), then favoured, then name. Each party becomes one
 // integer key ending in its position in order; when the parties are in name order, as callers
 // over a large fleet pass them, a stable radix sort on the leading bits ranks them exactly.
-// Otherwise, or with weights beyond 2^39, order is returned unchanged.
-func firstSeated(parties []party, order []int32, seats int, ws *workspace) []int32 {
+// It then returns them in that order, and ranked set. Otherwise, or with weights beyond 2^39,
+// order is returned unchanged.
+func firstSeated(parties []party, order []int32, seats int, ws *workspace) (_ []int32, ranked bool) {
 	const weightBits = 64 - indexBits - 1
 	if len(order) > indexMask {
-		return order
+		return order, false
 	}
 	ws.keys = grow(ws.keys, len(order))
 	keys := ws.keys
 	for k, i := range order {
 		p := &parties[i]
 		if p.weight >= 1<<weightBits || (k > 0 && p.node < parties[order[k-1]].node) {
-			return order
+			return order, false
 		}
 		var unfavoured uint64
 		if p.favoured <= 0 {
@@ -91,7 +101,7 @@ func firstSeated(parties []party, order []int32, seats int, ws *workspace) []int
 	for k := range seats {
 		order[k] = int32(keys[k])
 	}
-	return order[:seats]
+	return order[:seats], true
 }
 
 // partyHeap is a binary max-heap, by nextFirst, of indexes into parties. It is written out rather

@@ -51,7 +51,7 @@ func TestApportionMatchesGreedy(t *testing.T) {
 			if r.IntN(4) == 0 {
 				p.limit = noLimit
 			}
-			p.favoured = int32(r.IntN(3)) - 1
+			p.favoured = int32(r.IntN(5)) - 1
 		}
 		if round%3 == 0 {
 			r.Shuffle(n, func(i, j int) { parties[i], parties[j] = parties[j], parties[i] })
