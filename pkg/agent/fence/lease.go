@@ -3,6 +3,7 @@ package fence
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -53,6 +54,28 @@ func RenewPrimaryLease(ctx context.Context, member client.Client, namespace, db,
 	lease.Spec = spec
 	if err := member.Update(ctx, lease); err != nil {
 		return fmt.Errorf("renew primary lease: %w", err)
+	}
+	return nil
+}
+
+// ReleasePrimaryLease deletes the member-local primary Lease if this cluster holds it at an epoch
+// below epoch: a demoted primary must stop writing at once, not when the Lease runs out.
+func ReleasePrimaryLease(ctx context.Context, member client.Client, namespace, db, cluster string, epoch int64) error {
+	lease := &coordinationv1.Lease{}
+	if err := member.Get(ctx, client.ObjectKey{Namespace: namespace, Name: PrimaryLeaseName(db)}, lease); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == Holder(cluster, epoch) {
+		return nil
+	}
+	var holderCluster string
+	var holderEpoch int64
+	if _, err := fmt.Sscanf(strings.Replace(*lease.Spec.HolderIdentity, "/", " ", 1), "%s %d", &holderCluster, &holderEpoch); err != nil ||
+		holderCluster != cluster || holderEpoch >= epoch {
+		return nil
+	}
+	if err := member.Delete(ctx, lease, client.Preconditions{ResourceVersion: &lease.ResourceVersion}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("release primary lease: %w", err)
 	}
 	return nil
 }

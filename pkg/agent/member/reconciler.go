@@ -111,6 +111,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	if applyErr == nil && primary && !fenced && r.Guard != nil {
 		applyErr = r.renewPrimaryLease(ctx, member, mdb, req.ClusterName)
 	}
+	if applyErr == nil && !primary {
+		// Demoted: give up the primary Lease before reporting the new epoch, which is what the
+		// hub waits for before it promotes another cluster.
+		applyErr = fence.ReleasePrimaryLease(ctx, member, mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name, req.ClusterName, mdb.Spec.Epoch)
+	}
 	setStatus(mdb, sts, applyErr, fenced)
 	statusErr := r.writeStatus(ctx, hub, before, mdb)
 	switch {

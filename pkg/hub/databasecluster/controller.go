@@ -39,6 +39,8 @@ type scope struct {
 	memberDBs map[string]*dbfleetv1alpha1.MemberDatabase
 	// propagationErrors are the clusters whose MemberDatabase could not be written.
 	propagationErrors map[string]error
+	// demotion, when set, is a planned primary move waiting for the old primary to step down.
+	demotion *demotion
 }
 
 // Reconcile implements reconcile.Reconciler.

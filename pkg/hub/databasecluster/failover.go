@@ -18,7 +18,25 @@ const (
 	ReasonPromoted               = "Promoted"
 	ReasonFailoverComplete       = "FailoverComplete"
 	ReasonRepromoted             = "RepromotedAfterFencing"
+	ReasonDemoting               = "Demoting"
 )
+
+// demotion is a planned primary move in its first step: the old primary's share is written as a
+// replica at the new epoch, and nothing is promoted until its agent confirms.
+type demotion struct {
+	cluster string
+	epoch   int64
+}
+
+// demoted reports whether the cluster's agent has applied a replica role at epoch or later (it
+// releases the primary Lease before it reports the epoch). No MemberDatabase: nothing to demote.
+func demoted(mdb *dbfleetv1alpha1.MemberDatabase, epoch int64) bool {
+	if mdb == nil {
+		return true
+	}
+	return mdb.Spec.Role == dbfleetv1alpha1.RoleReplica && mdb.Spec.Epoch >= epoch &&
+		mdb.Status.Epoch >= epoch && mdb.Status.ObservedGeneration >= mdb.Generation
+}
 
 // FencingMargin is added to an agent's fenceAfter before the hub may promote away from it:
 // room for the agent's clock rate and the time its fencing actions take.
@@ -29,15 +47,11 @@ type Liveness interface {
 	SilentFor(cluster string) (time.Duration, bool)
 }
 
-// failoverGate decides whether a scheduling outcome that moves the primary off a cluster may be
-// applied now. A planned move (the old cluster is Ready) may. A failover (the old cluster is not
-// Ready) waits until the old primary's agent has certainly fenced itself: no renewal seen for its
+// failoverGate decides whether a failover (the primary moves off a cluster that is not Ready) may
+// be applied now. It waits until the old primary's agent has certainly fenced itself: no renewal seen for its
 // fenceAfter plus FencingMargin. With failover: Manual it waits for the user instead. It returns
 // how long to wait (zero: go ahead), the FailoverInProgress reason and a message.
 func (r *Reconciler) failoverGate(dbc *dbfleetv1alpha1.DatabaseCluster, old *dbfleetv1alpha1.MemberCluster, from string, now time.Time) (time.Duration, string, string) {
-	if old != nil && meta.IsStatusConditionTrue(old.Status.Conditions, dbfleetv1alpha1.ConditionReady) {
-		return 0, "", ""
-	}
 	if dbc.Spec.Primary != nil && dbc.Spec.Primary.Failover == dbfleetv1alpha1.FailoverManual {
 		return time.Minute, ReasonManualFailoverRequired, fmt.Sprintf(
 			"primary cluster %s is not ready and failover is Manual: set spec.primary.failover to Automatic to let the hub promote elsewhere", from)

@@ -58,6 +58,9 @@ func (r *Reconciler) propagate(ctx context.Context, s *scope) error {
 func (r *Reconciler) writeMemberDatabase(ctx context.Context, s *scope, p dbfleetv1alpha1.ClusterPlacement) error {
 	dbc := s.dbc
 	desired := desiredMemberDatabase(dbc, p)
+	if d := s.demotion; d != nil && d.cluster == p.Cluster {
+		desired.Spec.Role, desired.Spec.Epoch = dbfleetv1alpha1.RoleReplica, d.epoch
+	}
 	existing := s.memberDBs[p.Cluster]
 	if existing == nil {
 		if err := r.Client.Create(ctx, desired); err != nil {

@@ -113,8 +113,19 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 	decisions.WithLabelValues(out.Reason).Inc()
 
 	if out.PrimaryMoved && out.PrimaryFrom != "none" {
-		wait, reason, msg := r.failoverGate(dbc, s.members[out.PrimaryFrom], out.PrimaryFrom, now)
-		if wait > 0 {
+		from, to, epoch := out.PrimaryFrom, planned.Status.Primary.Cluster, planned.Status.Primary.Epoch
+		old := s.members[from]
+		if old != nil && meta.IsStatusConditionTrue(old.Status.Conditions, dbfleetv1alpha1.ConditionReady) {
+			// A planned move: demote first, promote only once the old cluster confirms.
+			if !demoted(s.memberDBs[from], epoch) {
+				s.demotion = &demotion{cluster: from, epoch: epoch}
+				msg := fmt.Sprintf("demoting the primary on %s (epoch %d) before promoting %s", from, epoch, to)
+				if setFailover(dbc, metav1.ConditionTrue, ReasonDemoting, msg) {
+					r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, ReasonDemoting, "Demote", "%s", msg)
+				}
+				return out.RequeueAfter, nil
+			}
+		} else if wait, reason, msg := r.failoverGate(dbc, old, from, now); wait > 0 {
 			// Keep the placement in force, old share and primary included, until it is safe.
 			if setFailover(dbc, metav1.ConditionTrue, reason, msg) {
 				r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, reason, "Failover", "%s", msg)
@@ -122,7 +133,7 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 			return wait, nil
 		}
 		setFailover(planned, metav1.ConditionTrue, ReasonPromoted, fmt.Sprintf(
-			"primary moved from %s to %s at epoch %d; waiting for it to be ready", out.PrimaryFrom, planned.Status.Primary.Cluster, planned.Status.Primary.Epoch))
+			"primary moved from %s to %s at epoch %d; waiting for it to be ready", from, to, epoch))
 		promotions.Inc()
 	}
 	dbc.Status = planned.Status

@@ -133,8 +133,19 @@ func TestAgentFencesWhenItLosesTheHub(t *testing.T) {
 		return s.podRole(s.db+"-0") == "primary" && !fenced && l != nil && *l.Spec.HolderIdentity == clusterName+"/2"
 	})
 
+	// The hub demotes the share at epoch 3: the primary Lease is released at once (deleted), not
+	// left to expire, before the agent reports the epoch the hub waits for.
+	s.touch(func(m *dbfleetv1alpha1.MemberDatabase) { m.Spec.Role, m.Spec.Epoch = dbfleetv1alpha1.RoleReplica, 3 })
+	s.waitMDB("demotion reported", func(m *dbfleetv1alpha1.MemberDatabase) bool { return m.Status.Epoch == 3 })
+	if l := s.primaryLease(); l != nil {
+		t.Errorf("the demoted share still holds the primary Lease %s", *l.Spec.HolderIdentity)
+	}
+	if s.podRole(s.db+"-0") != "replica" {
+		t.Errorf("demoted primary pod labelled %s", s.podRole(s.db+"-0"))
+	}
+
 	// A stale epoch is never acted on.
-	s.touch(func(m *dbfleetv1alpha1.MemberDatabase) { m.Spec.Epoch = 1 })
+	s.touch(func(m *dbfleetv1alpha1.MemberDatabase) { m.Spec.Role, m.Spec.Epoch = dbfleetv1alpha1.RolePrimary, 1 })
 	stale := s.waitMDB("stale epoch refused", func(m *dbfleetv1alpha1.MemberDatabase) bool {
 		c := meta.FindStatusCondition(m.Status.Conditions, dbfleetv1alpha1.ConditionApplied)
 		return c != nil && c.Reason == member.ReasonStaleEpoch && m.Status.ObservedGeneration == m.Generation
@@ -144,7 +155,7 @@ func TestAgentFencesWhenItLosesTheHub(t *testing.T) {
 	if err := east.Client.Get(s.ctx, s.key(s.db), cur); err != nil {
 		t.Fatal(err)
 	}
-	if cur.Labels[dbfleetv1alpha1.LabelEpoch] != "2" || *s.primaryLease().Spec.HolderIdentity != clusterName+"/2" {
-		t.Errorf("the stale epoch was applied: StatefulSet epoch %s, lease holder %s", cur.Labels[dbfleetv1alpha1.LabelEpoch], *s.primaryLease().Spec.HolderIdentity)
+	if cur.Labels[dbfleetv1alpha1.LabelEpoch] != "3" || s.primaryLease() != nil || s.podRole(s.db+"-0") != "replica" {
+		t.Errorf("the stale epoch was applied: StatefulSet epoch %s, pod role %s", cur.Labels[dbfleetv1alpha1.LabelEpoch], s.podRole(s.db+"-0"))
 	}
 }

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/hub/databasecluster"
+	"github.com/dbfleet/dbfleet/test/framework"
 )
 
 // loseCluster makes a cluster look as the clusterhealth controller leaves a silent one: Ready
@@ -152,4 +154,61 @@ func TestFencedPrimaryIsRepromotedWithAHigherEpoch(t *testing.T) {
 		t.Errorf("MemberDatabase %+v (%v), want primary at epoch 2", fresh.Spec, err)
 	}
 	_ = policyv1alpha1.Placement{}
+}
+
+// TestPlannedMoveDemotesBeforePromoting moves the primary off a healthy cluster (the policy stops
+// selecting it): the old primary must step down, and confirm, before another is promoted.
+func TestPlannedMoveDemotesBeforePromoting(t *testing.T) {
+	f := newFixture(t)
+	startHub(t)
+	a, b := f.member("a", "r1", 100), f.member("b", "r2", 100)
+	pp := f.policy("spread", 0, map[string]string{"app": "orders"}, divided())
+	f.database("orders", 2, map[string]string{"app": "orders"})
+	dbc := f.waitDatabase("orders", "placed on both", func(d *dbfleetv1alpha1.DatabaseCluster) bool { return len(d.Status.Placements) == 2 })
+	f.waitMemberDatabases("orders", shares(dbc))
+	reportReady(f, "orders")
+	old := dbc.Status.Primary.Cluster
+	next := a
+	if old == a {
+		next = b
+	}
+
+	// The policy now selects only the other cluster.
+	if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(pp), pp); err != nil {
+		t.Fatal(err)
+	}
+	pp.Spec.Placement.ClusterAffinity.ClusterNames = []string{next}
+	if err := f.c.Update(f.ctx, pp); err != nil {
+		t.Fatal(err)
+	}
+	demoting := f.waitDatabase("orders", "demoting", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, databasecluster.ReasonDemoting)
+	})
+	if demoting.Status.Primary.Cluster != old || demoting.Status.Primary.Epoch != 1 {
+		t.Fatalf("promoted before the old primary stepped down: %+v", demoting.Status.Primary)
+	}
+	var oldMDB *dbfleetv1alpha1.MemberDatabase
+	err := framework.WaitFor(f.ctx, framework.DefaultTimeout, "old primary demoted on the hub", func(context.Context) (bool, error) {
+		oldMDB = f.memberDatabases("orders")[old]
+		return oldMDB != nil && oldMDB.Spec.Role == dbfleetv1alpha1.RoleReplica && oldMDB.Spec.Epoch == 2, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := f.memberDatabases("orders")[next]; m.Spec.Role != dbfleetv1alpha1.RoleReplica {
+		t.Errorf("%s promoted before %s confirmed its demotion", next, old)
+	}
+
+	// The old cluster's agent confirms: now the other cluster is promoted at epoch 2.
+	f.reportAsAgent(oldMDB, oldMDB.Spec.Replicas, true)
+	moved := f.waitDatabase("orders", "promoted after the demotion", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return d.Status.Primary.Cluster == next
+	})
+	if moved.Status.Primary.Epoch != 2 {
+		t.Errorf("epoch %d, want 2", moved.Status.Primary.Epoch)
+	}
+	mdbs := f.waitMemberDatabases("orders", map[string]int32{next: 2})
+	if m := mdbs[next]; m.Spec.Role != dbfleetv1alpha1.RolePrimary || m.Spec.Epoch != 2 {
+		t.Errorf("new primary's MemberDatabase: role %s epoch %d", m.Spec.Role, m.Spec.Epoch)
+	}
 }

@@ -426,7 +426,6 @@ func TestPolicyChangeMovesOnlyWhatItMust(t *testing.T) {
 			return false, err
 		}
 		for _, e := range events.Items {
-			t.Logf("event %s %s: %s", e.Regarding.Name, e.Reason, e.Note)
 			if e.Regarding.Name == "orders" && e.Reason == "ReplicasMoved" && containsAll(e.Note, b+" 2→0") {
 				return true, nil
 			}
