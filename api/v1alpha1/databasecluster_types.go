@@ -201,6 +201,10 @@ type PrimaryStatus struct {
 	// Since is when the primary took this cluster and epoch.
 	// +optional
 	Since *metav1.Time `json:"since,omitempty"`
+	// Preferred is the first of spec.primary.preferredClusters when this primary was chosen; a
+	// change of that preference is a planned switchover.
+	// +optional
+	Preferred string `json:"preferred,omitempty"`
 }
 
 // OrdinalRange is a contiguous range of StatefulSet ordinals, unique across the fleet.

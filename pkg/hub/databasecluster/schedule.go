@@ -71,8 +71,17 @@ func Schedule(dbc *dbfleetv1alpha1.DatabaseCluster, pps []dbfleetv1alpha1.Propag
 		Previous:  previousDecision(dbc),
 		Now:       now,
 	}
+	preferred := ""
 	if dbc.Spec.Primary != nil {
 		in.PreferredPrimaries = dbc.Spec.Primary.PreferredClusters
+		if len(in.PreferredPrimaries) > 0 {
+			preferred = in.PreferredPrimaries[0]
+		}
+	}
+	// A new first preference asks for a planned switchover (the demote-then-promote protocol of
+	// the reconciler applies to it like to any planned move).
+	if p := dbc.Status.Primary; p != nil && preferred != "" && p.Preferred != preferred {
+		in.Switchover = true
 	}
 	if next, ok := placement.NextEviction(&in); ok && next.After(now) {
 		out.RequeueAfter = next.Sub(now)
@@ -89,6 +98,9 @@ func Schedule(dbc *dbfleetv1alpha1.DatabaseCluster, pps []dbfleetv1alpha1.Propag
 	}
 	out.Decision, out.Reason = &decision, ReasonScheduled
 	applyDecision(dbc, decision, now, &out)
+	if dbc.Status.Primary != nil {
+		dbc.Status.Primary.Preferred = preferred
+	}
 	return out
 }
 

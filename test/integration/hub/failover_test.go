@@ -212,3 +212,40 @@ func TestPlannedMoveDemotesBeforePromoting(t *testing.T) {
 		t.Errorf("new primary's MemberDatabase: role %s epoch %d", m.Spec.Role, m.Spec.Epoch)
 	}
 }
+
+func TestSwitchoverByPreference(t *testing.T) {
+	f := newFixture(t)
+	startHub(t)
+	a, b := f.member("a", "r1", 100), f.member("b", "r2", 100)
+	f.policy("spread", 0, map[string]string{"app": "orders"}, divided())
+	f.database("orders", 2, map[string]string{"app": "orders"})
+	dbc := f.waitDatabase("orders", "placed on both", func(d *dbfleetv1alpha1.DatabaseCluster) bool { return len(d.Status.Placements) == 2 })
+	f.waitMemberDatabases("orders", shares(dbc))
+	reportReady(f, "orders")
+	old := dbc.Status.Primary.Cluster
+	next := a
+	if old == a {
+		next = b
+	}
+	f.updateDatabase("orders", func(d *dbfleetv1alpha1.DatabaseCluster) {
+		d.Spec.Primary = &dbfleetv1alpha1.PrimarySpec{PreferredClusters: []string{next}}
+	})
+	f.waitDatabase("orders", "demoting", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, databasecluster.ReasonDemoting) &&
+			d.Status.Primary.Cluster == old
+	})
+	var oldMDB *dbfleetv1alpha1.MemberDatabase
+	if err := framework.WaitFor(f.ctx, framework.DefaultTimeout, "old primary demoted", func(context.Context) (bool, error) {
+		oldMDB = f.memberDatabases("orders")[old]
+		return oldMDB.Spec.Role == dbfleetv1alpha1.RoleReplica && oldMDB.Spec.Epoch == 2, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.reportAsAgent(oldMDB, oldMDB.Spec.Replicas, true)
+	moved := f.waitDatabase("orders", "switched over", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return d.Status.Primary.Cluster == next && d.Status.Primary.Epoch == 2 && d.Status.Primary.Preferred == next
+	})
+	if len(moved.Status.Placements) != 2 {
+		t.Errorf("a switchover moved replicas: %v", shares(moved))
+	}
+}
