@@ -1,0 +1,139 @@
+// Command demo is `make demo`: it brings up the local federation (hack/localfed), places a
+// database across the members, cuts the primary's member off by stopping its agent, narrates the
+// failover as it happens with a live table, brings the member back, and leaves the federation
+// running until Ctrl-C (DEMO_EXIT=1: tears it down and exits when done).
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+type demo struct {
+	f      *federation
+	t      timings
+	victim string // the agent the demo stopped and has not restarted yet
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	exitWhenDone := os.Getenv("DEMO_EXIT") != "" && os.Getenv("DEMO_EXIT") != "0"
+	d := &demo{}
+	err := d.run(ctx)
+	interrupted := ctx.Err() != nil
+	stop() // a second Ctrl-C kills the demo, not the cleanup
+	switch {
+	case interrupted:
+		say("\nInterrupted.")
+		d.cleanup(true)
+		os.Exit(130)
+	case err != nil:
+		out.settle()
+		say("")
+		say("DEMO FAILED: %v", err)
+		if d.f != nil {
+			say("Logs are in %s/logs/, pids in %s/pids/.", stateDir, stateDir)
+		}
+		d.cleanup(exitWhenDone)
+		if !exitWhenDone && d.f != nil && d.f.startedByUs {
+			say("The federation is left running for inspection; 'make localfed-down' stops it.")
+		}
+		os.Exit(1)
+	}
+	d.explore()
+	if exitWhenDone {
+		d.cleanup(true)
+		return
+	}
+	say("The federation keeps running; the table below follows the database. Press Ctrl-C to stop the")
+	say("federation and remove %s/.", stateDir)
+	d.follow()
+	say("")
+	d.cleanup(true)
+}
+
+func (d *demo) run(ctx context.Context) error {
+	begin := time.Now()
+	startPhase("federation", "Step 1/4: a local federation")
+	f, err := ensureFederation(ctx)
+	if err != nil {
+		return err
+	}
+	d.f = f
+	d.t.federationUp = time.Since(begin).Round(time.Second)
+	if len(f.members) < 2 {
+		return errors.New("the demo needs at least two members (localfed up --members)")
+	}
+	for _, step := range []func(context.Context) error{d.place, d.failover, d.recover} {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cleanup restores a stopped agent, and tears the federation down when the demo brought it up
+// and teardown is wanted.
+func (d *demo) cleanup(teardown bool) {
+	if d.f == nil {
+		return
+	}
+	ctx := context.Background()
+	if teardown && d.f.startedByUs {
+		say("Stopping the local federation (make localfed-down).")
+		if err := localfed(ctx, "down"); err != nil {
+			say("localfed down: %v", err)
+		}
+		return
+	}
+	if d.victim != "" {
+		say("Starting %s again.", d.victim)
+		if err := localfed(ctx, "start", d.victim); err != nil {
+			say("localfed start %s: %v", d.victim, err)
+		}
+	}
+}
+
+func (d *demo) explore() {
+	t := d.t
+	startPhase("done", "Done")
+	say("Measured: federation ready in %s; database placed %.0fs and all replicas Ready %.0fs after apply;", t.federationUp, t.scheduled.Seconds(), t.ready.Seconds())
+	say("after the agent stopped: Ready=Unknown at +%.0fs, replicas re-placed at +%.0fs, new primary at +%.0fs,", t.unknown.Seconds(), t.replaced.Seconds(), t.promoted.Seconds())
+	say("all Ready again at +%.0fs;", t.failed.Seconds())
+	say("after it started again: Ready=True at +%.0fs, settled at +%.0fs.", t.back.Seconds(), t.reconverged.Seconds())
+	say("")
+	say("Explore (the hub and each member have an admin kubeconfig in %s/):", stateDir)
+	hub := "kubectl --kubeconfig " + kubeconfig("hub")
+	say("  %s get mc                              # members: region, zone, Ready, heartbeat", hub)
+	say("  %s get dbc,mdb -A                      # the database and its per-cluster shares", hub)
+	say("  %s get dbc -n %s %s -o yaml          # placements, primary, epoch, conditions", hub, demoNamespace, demoDatabase)
+	say("  %s get events -n %s                  # ReplicasMoved, PrimaryChanged", hub, demoNamespace)
+	for _, m := range d.f.members {
+		say("  kubectl --kubeconfig %s get sts,pods,pvc -n %s -L dbfleet.io/role", kubeconfig(m), demoNamespace)
+	}
+	say("  bin/localfed status                                                  # every process and its pid")
+	say("  bin/localfed stop agent-%s; bin/localfed start agent-%s              # another failover (docs/localfed.md)", d.f.members[1], d.f.members[1])
+}
+
+// follow keeps the live table (and the timeline) going until Ctrl-C.
+func (d *demo) follow() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	w := &watcher{f: d.f}
+	tick := time.NewTicker(2 * pollInterval)
+	defer tick.Stop()
+	for {
+		w.poll(ctx)
+		select {
+		case <-ctx.Done():
+			out.settle()
+			return
+		case <-tick.C:
+		}
+	}
+}

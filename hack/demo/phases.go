@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+)
+
+// The demo's phases: place a database, cut its primary's member off, bring it back.
+
+// timings are what the demo measured, for the closing summary.
+type timings struct {
+	federationUp              time.Duration
+	scheduled, ready          time.Duration
+	unknown, replaced, failed time.Duration
+	promoted                  time.Duration
+	back, reconverged         time.Duration
+}
+
+func (d *demo) place(ctx context.Context) error {
+	startPhase("place", "Step 2/4: place a database")
+	f := d.f
+	weights := fmt.Sprintf("%s 2", f.members[0])
+	for _, m := range f.members[1:] {
+		weights += fmt.Sprintf(", %s 1", m)
+	}
+	say("The policy %s (a ClusterPropagationPolicy) selects databases labelled app.kubernetes.io/part-of=dbfleet-demo", demoPolicy)
+	say("and divides their replicas by static weight: %s. It tolerates the hub's", weights)
+	say("dbfleet.io/unreachable taint for %d s: a member that goes silent keeps its replicas that long, then they move.", tolerationSeconds)
+	say("The DatabaseCluster %s/%s asks for %d postgres instances (250m CPU, 512Mi memory, a 1Gi volume each),", demoNamespace, demoDatabase, demoReplicas)
+	say("its primary preferably in %s.", f.members[0])
+	policy, database, err := writeManifests(f.members)
+	if err != nil {
+		return err
+	}
+	if err := d.removeLeftovers(ctx); err != nil {
+		return err
+	}
+	restartClock()
+	if err := kubectl(ctx, "apply", "-f", policy); err != nil {
+		return err
+	}
+	if err := kubectl(ctx, "apply", "-f", database); err != nil {
+		return err
+	}
+	w := &watcher{f: f}
+	scheduled := w.expect("the hub placed the database (Scheduled=True)", 0, func(s *snapshot) bool {
+		return s.conditionIs(dbfleetv1alpha1.ConditionScheduled, metav1.ConditionTrue) && len(s.db.Status.Placements) > 0
+	})
+	ready := w.expect("every replica Running and Ready in its member, the database Available", 0, (*snapshot).converged)
+	s, err := w.wait(ctx, scheduled, time.Minute, "is the hub running? see "+logFile("hub"))
+	if err != nil {
+		return err
+	}
+	d.t.scheduled = scheduled.at
+	cond := s.condition(dbfleetv1alpha1.ConditionScheduled)
+	primary, epoch := s.primary()
+	say("")
+	say("Where the replicas went, and why. The hub's placement engine gave each cluster its weight's part of")
+	say("the %d replicas, rounded to whole replicas (divisor method), and wrote each share to member-<cluster> on", demoReplicas)
+	say("the hub as a MemberDatabase, which that cluster's agent runs:")
+	say("  Scheduled: %s", cond.Message)
+	total := 1 + len(f.members)
+	for _, m := range f.members {
+		weight := 1
+		if m == f.members[0] {
+			weight = 2
+		}
+		quota := fmt.Sprintf("weight %d/%d of %d = %.2f", weight, total, demoReplicas, float64(demoReplicas*weight)/float64(total))
+		p := s.placement(m)
+		if p == nil || p.Replicas == 0 {
+			say("  %-8s %s → no replica", m, quota)
+			continue
+		}
+		names := fmt.Sprintf("%s-%d", demoDatabase, p.Ordinals.Start)
+		if p.Ordinals.Count > 1 {
+			names += fmt.Sprintf(" … %s-%d", demoDatabase, p.Ordinals.Start+p.Ordinals.Count-1)
+		}
+		role := ""
+		if m == primary {
+			role = fmt.Sprintf("; the primary (epoch %d), as spec.primary.preferredClusters asks", epoch)
+		}
+		say("  %-8s %s → %d replica(s), pods %s%s", m, quota, p.Replicas, names, role)
+	}
+	say("Each share has its own ordinal range, so pod names are unique across the fleet. Each member's agent")
+	say("now runs its share as a StatefulSet; kwok makes the pods Running and Ready.")
+	if _, err := w.wait(ctx, ready, 3*time.Minute, "see the agents' logs "+logFile("agent-*")+" and the members' controller managers'"); err != nil {
+		return err
+	}
+	d.t.ready = ready.at
+	out.settle()
+	say("All %d replicas Ready %.0fs after kubectl apply; the hub aggregated the agents' reports into Available=True.", demoReplicas, ready.at.Seconds())
+	return nil
+}
+
+// removeLeftovers deletes the demo database of an earlier run on a reused federation.
+func (d *demo) removeLeftovers(ctx context.Context) error {
+	if s := d.f.observe(ctx); s.db == nil {
+		return nil
+	}
+	say("Removing %s/%s left by an earlier demo run first.", demoNamespace, demoDatabase)
+	return kubectl(ctx, "delete", "databasecluster", "-n", demoNamespace, demoDatabase, "--wait", "--timeout=120s")
+}
+
+func (d *demo) failover(ctx context.Context) error {
+	f := d.f
+	s := f.observe(ctx)
+	victim, oldEpoch := s.primary()
+	if victim == "" {
+		return fmt.Errorf("the database has no primary to fail over")
+	}
+	d.victim = "agent-" + victim
+	pid, _ := os.ReadFile(pidFile(d.victim))
+	startPhase("failover", fmt.Sprintf("Step 3/4: cut %s off", victim))
+	say("%s holds the primary. Its agent (pid %s, from %s) is the member's only link to the hub.", victim, strings.TrimSpace(string(pid)), pidFile(d.victim))
+	say("We stop it, as a crash or a network partition would: the pods in %s keep running, but the hub", victim)
+	say("stops hearing from the cluster. What should follow:")
+	say("  - after %s without a lease renewal (the hub's grace period, on its own clock) the hub marks %s", f.grace, victim)
+	say("    Ready=Unknown and taints it dbfleet.io/unreachable:NoExecute;")
+	say("  - its primary Lease %s (renewed only while the agent reaches the hub) runs out after %s;", primaryLease, f.fenceAfter)
+	say("  - after the policy's %d s toleration its replicas are placed on the other clusters, and the primary", tolerationSeconds)
+	say("    moves to a healthy cluster with a higher epoch (never before the old Lease has expired);")
+	say("  - the replacements become Ready.")
+	restartClock()
+	if err := localfed(ctx, "stop", d.victim); err != nil {
+		return fmt.Errorf("stop %s: %w", d.victim, err)
+	}
+	before := s
+	w := &watcher{f: f, prev: s}
+	unknown := w.expect(fmt.Sprintf("the hub marked %s Ready=Unknown", victim), 0, func(s *snapshot) bool {
+		return s.member(victim).ready == string(metav1.ConditionUnknown)
+	})
+	tainted := w.expect(fmt.Sprintf("%s tainted dbfleet.io/unreachable:NoExecute", victim), 0, func(s *snapshot) bool {
+		return strings.Contains(strings.Join(s.member(victim).taints, " "), dbfleetv1alpha1.TaintClusterUnreachable+":NoExecute")
+	})
+	lastExpiry := before.member(victim).leaseExpiry // the Lease runs out at its own expiry, not when a poll sees it
+	leaseGone := w.expect(fmt.Sprintf("%s's primary Lease expired", victim), 0, func(s *snapshot) bool {
+		if m := s.member(victim); m.leaseValid {
+			lastExpiry = m.leaseExpiry
+			return false
+		}
+		return true
+	})
+	promoted := w.expect(fmt.Sprintf("a new primary outside %s, epoch above %d", victim, oldEpoch), 0, func(s *snapshot) bool {
+		c, e := s.primary()
+		return c != "" && c != victim && e > oldEpoch
+	})
+	replaced := w.expect(fmt.Sprintf("%s's replicas placed on the other clusters", victim), 0, func(s *snapshot) bool {
+		p := s.placement(victim)
+		return s.db != nil && (p == nil || p.Replicas == 0)
+	})
+	recovered := w.expect(fmt.Sprintf("all %d replicas Ready again outside %s, the database Available", demoReplicas, victim), 0, func(s *snapshot) bool {
+		return recoveredWithout(s, victim)
+	})
+	budget := f.grace + 2*f.heartbeat + 30*time.Second
+	if _, err := w.wait(ctx, unknown, budget, fmt.Sprintf("the hub should judge %s after %s without a lease renewal; see %s", victim, f.grace, logFile("hub"))); err != nil {
+		return err
+	}
+	d.t.unknown = unknown.at
+	if _, err := w.wait(ctx, tainted, budget+15*time.Second, "see "+logFile("hub")); err != nil {
+		return err
+	}
+	budget += time.Duration(tolerationSeconds)*time.Second + 30*time.Second
+	if _, err := w.wait(ctx, replaced, budget, fmt.Sprintf("the toleration of %d s should have run out; see %s", tolerationSeconds, logFile("hub"))); err != nil {
+		return err
+	}
+	d.t.replaced = replaced.at
+	if _, err := w.wait(ctx, promoted, budget+f.fenceAfter, "see "+logFile("hub")); err != nil {
+		return err
+	}
+	if _, err := w.wait(ctx, recovered, budget+3*time.Minute, "see the agents' logs "+logFile("agent-*")); err != nil {
+		return err
+	}
+	d.t.failed = recovered.at
+	if _, err := w.wait(ctx, leaseGone, budget+3*time.Minute, "the agent is stopped, so nothing renews it"); err != nil {
+		return err
+	}
+	if !lastExpiry.IsZero() {
+		leaseGone.at = lastExpiry.Sub(out.phaseStart).Round(100 * time.Millisecond)
+	}
+	d.t.promoted = promoted.at
+	out.settle()
+	s = w.prev
+	c, e := s.primary()
+	say("Failover done: %d/%d replicas Ready on %s; the primary is in %s at epoch %d.", s.db.Status.ReadyReplicas, s.db.Spec.Replicas, s.shares(), c, e)
+	if m := s.member(victim); m != nil && m.pods > 0 {
+		say("%s still runs its %d old pods: its agent is gone, so nothing there removes or relabels them; the hub", victim, m.pods)
+		say("no longer counts them.")
+	}
+	switch {
+	case before.member(victim).leaseHolder == "":
+		say("%s held no primary Lease %s before the cut (this agent build keeps none).", victim, primaryLease)
+	case leaseGone.at <= promoted.at:
+		say("%s's primary Lease expired at +%.1fs, before %s was promoted at +%.1fs: a database that honours the", victim, leaseGone.at.Seconds(), c, promoted.at.Seconds())
+		say("Lease stopped writing in %s first, so there were never two primaries.", victim)
+	default:
+		say("WARNING: %s's primary Lease expired at +%.1fs, after %s was promoted at +%.1fs.", victim, leaseGone.at.Seconds(), c, promoted.at.Seconds())
+	}
+	w.timeline(fmt.Sprintf("Timeline, from the moment %s's agent stopped:", victim))
+	return nil
+}
+
+// recoveredWithout: every replica placed outside victim is Ready there, and the hub says Available.
+func recoveredWithout(s *snapshot, victim string) bool {
+	if s.db == nil || s.db.Status.ReadyReplicas != s.db.Spec.Replicas ||
+		!s.conditionIs(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue) {
+		return false
+	}
+	for _, m := range s.members {
+		if m.name == victim {
+			continue
+		}
+		want := int32(0)
+		if p := s.placement(m.name); p != nil {
+			want = p.Replicas
+		}
+		if int32(m.pods) != want || int32(m.podsReady) != want {
+			return false
+		}
+	}
+	p := s.placement(victim)
+	return p == nil || p.Replicas == 0
+}
+
+func (d *demo) recover(ctx context.Context) error {
+	f := d.f
+	victim := strings.TrimPrefix(d.victim, "agent-")
+	startPhase("return", fmt.Sprintf("Step 4/4: bring %s back", victim))
+	say("We start %s's agent again with the command localfed up used (bin/localfed start %s). It renews its", victim, d.victim)
+	say("lease, the hub marks the cluster Ready and lifts the taint, and the agent removes the share it no longer")
+	say("holds. The policy's weights count %s again, so the hub may move replicas back to it.", victim)
+	w := &watcher{f: f, prev: f.observe(ctx)}
+	restartClock()
+	if err := localfed(ctx, "start", d.victim); err != nil {
+		return fmt.Errorf("start %s: %w", d.victim, err)
+	}
+	d.victim = ""
+	ready := w.expect(fmt.Sprintf("the hub marked %s Ready=True", victim), 0, func(s *snapshot) bool {
+		return s.member(victim).ready == string(metav1.ConditionTrue)
+	})
+	untainted := w.expect(fmt.Sprintf("%s's taints removed", victim), 0, func(s *snapshot) bool {
+		return len(s.member(victim).taints) == 0
+	})
+	settled := w.expect("every member runs exactly its share, all Ready (steady for 5 s)", 5*time.Second, (*snapshot).converged)
+	if _, err := w.wait(ctx, ready, f.heartbeat+30*time.Second, "see "+logFile(d.victim)); err != nil {
+		return err
+	}
+	d.t.back = ready.at
+	if _, err := w.wait(ctx, untainted, f.heartbeat+45*time.Second, "see "+logFile("hub")); err != nil {
+		return err
+	}
+	if _, err := w.wait(ctx, settled, 3*time.Minute, "see "+logFile("agent-"+victim)+" and "+logFile("hub")); err != nil {
+		return err
+	}
+	d.t.reconverged = settled.at
+	out.settle()
+	s := w.prev
+	c, e := s.primary()
+	say("%s is back: %d/%d replicas Ready on %s; the primary stays in %s at epoch %d.", victim, s.db.Status.ReadyReplicas, s.db.Spec.Replicas, s.shares(), c, e)
+	w.timeline(fmt.Sprintf("Timeline, from the moment %s's agent started again:", victim))
+	return nil
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The screen: narration, timestamped timeline lines, and below them a live table. On a terminal
+// the table is redrawn in place every poll; otherwise (a log, CI) it is printed at milestones only.
+
+type screen struct {
+	mu         sync.Mutex
+	tty        bool
+	table      string // the live table as last drawn
+	drawn      int    // its lines on the terminal
+	phase      string
+	phaseStart time.Time
+}
+
+var out = &screen{tty: isTerminal(os.Stdout), phaseStart: time.Now()}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0 && os.Getenv("TERM") != "dumb"
+}
+
+// erase removes the live table from the terminal.
+func (s *screen) erase() {
+	if s.tty && s.drawn > 0 {
+		fmt.Printf("\x1b[%dA\x1b[J", s.drawn)
+		s.drawn = 0
+	}
+}
+
+func (s *screen) redraw() {
+	if s.tty && s.table != "" {
+		fmt.Print(s.table)
+		s.drawn = strings.Count(s.table, "\n")
+	}
+}
+
+// print writes lines above the live table.
+func (s *screen) print(text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.erase()
+	fmt.Println(text)
+	s.redraw()
+}
+
+// say narrates in plain words.
+func say(format string, args ...any) { out.print(fmt.Sprintf(format, args...)) }
+
+// event is a timeline line, stamped with the time since the phase began.
+func event(format string, args ...any) {
+	out.print(fmt.Sprintf("  [%s +%5.1fs] %s", out.phase, time.Since(out.phaseStart).Seconds(), fmt.Sprintf(format, args...)))
+}
+
+// startPhase begins a phase: a heading, and the clock of its timeline.
+func startPhase(name, heading string) {
+	out.mu.Lock()
+	out.phase, out.phaseStart = name, time.Now()
+	out.mu.Unlock()
+	say("")
+	say("━━ %s", heading)
+}
+
+// restartClock starts the phase's clock again: timestamps count from the action that follows.
+func restartClock() {
+	out.mu.Lock()
+	out.phaseStart = time.Now()
+	out.mu.Unlock()
+}
+
+// since is the time since the phase began.
+func since() time.Duration { return time.Since(out.phaseStart).Round(100 * time.Millisecond) }
+
+// live replaces the live table (on a terminal).
+func (s *screen) live(table string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if table == s.table && s.drawn > 0 {
+		return
+	}
+	s.table = table
+	if s.tty {
+		s.erase()
+		s.redraw()
+	}
+}
+
+// settle leaves the current table on screen for good (a milestone): the next live table is drawn
+// below it. Off a terminal this is where tables are printed.
+func (s *screen) settle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.table == "" {
+		return
+	}
+	if !s.tty {
+		fmt.Print(s.table)
+	}
+	s.drawn = 0
+	s.table = ""
+}
