@@ -7,22 +7,19 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/scheme"
 )
 
 // Scheme knows the built-in kinds, CRDs and dbfleet's kinds.
 var Scheme = newScheme()
 
 func newScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	s := scheme.New()
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
-	utilruntime.Must(dbfleetv1alpha1.AddToScheme(s))
 	return s
 }
 

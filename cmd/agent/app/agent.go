@@ -9,11 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -33,6 +30,7 @@ import (
 	"github.com/dbfleet/dbfleet/pkg/agent/heartbeat"
 	"github.com/dbfleet/dbfleet/pkg/agent/member"
 	"github.com/dbfleet/dbfleet/pkg/options"
+	"github.com/dbfleet/dbfleet/pkg/scheme"
 )
 
 // version is set at build time with -ldflags "-X .../cmd/agent/app.version=...".
@@ -116,20 +114,13 @@ longer renewed) until the hub hands them a higher epoch.`,
 	return cmd
 }
 
-func newScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(dbfleetv1alpha1.AddToScheme(s))
-	return s
-}
-
 // run wires the agent: a multicluster manager whose local cluster is the hub (its cache limited
 // to member-<cluster>, all the join credentials can read) and whose single provider engages the
 // member cluster; the member reconciler; and the heartbeat.
 func run(ctx context.Context, o *agentOptions) error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.manager.Zap)))
 	log := ctrl.Log.WithName("agent").WithValues("cluster", o.clusterName)
-	scheme := newScheme()
+	runtimeScheme := scheme.New()
 
 	hubCfg, err := clientcmd.BuildConfigFromFlags("", o.hubKubeconfig)
 	if err != nil {
@@ -139,12 +130,12 @@ func run(ctx context.Context, o *agentOptions) error {
 	if err != nil {
 		return err
 	}
-	memberCluster, err := cluster.New(memberCfg, func(co *cluster.Options) { co.Scheme = scheme })
+	memberCluster, err := cluster.New(memberCfg, func(co *cluster.Options) { co.Scheme = runtimeScheme })
 	if err != nil {
 		return fmt.Errorf("member cluster: %w", err)
 	}
 	mgr, err := mcmanager.New(hubCfg, single.New(o.clusterName, memberCluster), ctrl.Options{
-		Scheme:                 scheme,
+		Scheme:                 runtimeScheme,
 		Metrics:                metricsserver.Options{BindAddress: o.manager.MetricsBindAddress},
 		HealthProbeBindAddress: o.manager.HealthProbeBindAddress,
 		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{
@@ -162,7 +153,7 @@ func run(ctx context.Context, o *agentOptions) error {
 	if err := member.Setup(mgr, guard, controller.TypedOptions[mcreconcile.Request]{}); err != nil {
 		return err
 	}
-	hubClient, err := client.New(hubCfg, client.Options{Scheme: scheme})
+	hubClient, err := client.New(hubCfg, client.Options{Scheme: runtimeScheme})
 	if err != nil {
 		return err
 	}

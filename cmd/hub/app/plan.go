@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dbfleet/dbfleet/pkg/plan"
+	"github.com/dbfleet/dbfleet/pkg/scheme"
 )
 
 func newPlanCommand() *cobra.Command {
@@ -54,7 +55,7 @@ Exit status: 0 when every DatabaseCluster is schedulable, 1 otherwise (or on bad
 				if err != nil {
 					return fmt.Errorf("load --kubeconfig: %w", err)
 				}
-				c, err := client.New(cfg, client.Options{Scheme: newScheme()})
+				c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 				if err != nil {
 					return err
 				}

@@ -13,10 +13,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -33,6 +31,7 @@ import (
 	"github.com/dbfleet/dbfleet/pkg/hub/liveness"
 	"github.com/dbfleet/dbfleet/pkg/hub/push"
 	"github.com/dbfleet/dbfleet/pkg/options"
+	"github.com/dbfleet/dbfleet/pkg/scheme"
 )
 
 // controllers are the hub's controllers by name, for --controllers.
@@ -146,13 +145,6 @@ into the DatabaseCluster's status and conditions.`,
 	return cmd
 }
 
-func newScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(dbfleetv1alpha1.AddToScheme(s))
-	return s
-}
-
 // agentLeases selects the agents' heartbeat Leases, which carry the cluster label.
 var agentLeases = func() labels.Selector {
 	req, err := labels.NewRequirement(dbfleetv1alpha1.LabelCluster, selection.Exists, nil)
@@ -171,7 +163,7 @@ func run(ctx context.Context, o *runOptions) error {
 	// The local cluster is the hub; the provider engages Push-mode members.
 	provider := push.NewProvider()
 	mgr, err := mcmanager.New(cfg, provider, ctrl.Options{
-		Scheme: newScheme(),
+		Scheme: scheme.New(),
 		// The only Secrets the hub reads are the Push kubeconfigs in its own namespace.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {Namespaces: map[string]cache.Config{push.Namespace: {}}},

@@ -67,8 +67,8 @@ func Schedule(dbc *dbfleetv1alpha1.DatabaseCluster, pps []dbfleetv1alpha1.Propag
 	in := placement.Input{
 		Replicas:  dbc.Spec.Replicas,
 		Placement: out.Match.Spec.Placement,
-		Clusters:  clusterSnapshot(members, dbc.Spec.Resources.Requests),
-		Previous:  previousDecision(dbc),
+		Clusters:  clusterSnapshot(members, placement.Requests(&dbc.Spec.DatabaseTemplate)),
+		Previous:  placement.PreviousFromStatus(&dbc.Status),
 		Now:       now,
 	}
 	preferred := ""
@@ -271,38 +271,11 @@ func setScheduled(dbc *dbfleetv1alpha1.DatabaseCluster, status metav1.ConditionS
 	})
 }
 
-// previousDecision rebuilds the decision in force from the status, so the engine can keep it.
-func previousDecision(dbc *dbfleetv1alpha1.DatabaseCluster) *placement.Decision {
-	if len(dbc.Status.Placements) == 0 {
-		return nil
-	}
-	d := &placement.Decision{Shares: make([]placement.Share, 0, len(dbc.Status.Placements))}
-	for _, p := range dbc.Status.Placements {
-		d.Shares = append(d.Shares, placement.Share{Cluster: p.Cluster, Replicas: p.Replicas, Ordinals: p.Ordinals})
-	}
-	if dbc.Status.Primary != nil {
-		d.Primary = dbc.Status.Primary.Cluster
-	}
-	return d
-}
-
-// clusterSnapshot turns MemberClusters into the engine's view, with each cluster's room for more
-// replicas of a database requesting `requests`.
+// clusterSnapshot is the engine's view of the fleet for a database requesting `requests` per replica.
 func clusterSnapshot(members map[string]*dbfleetv1alpha1.MemberCluster, requests corev1.ResourceList) []placement.Cluster {
 	clusters := make([]placement.Cluster, 0, len(members))
 	for _, mc := range members {
-		available, limited := placement.AvailableReplicas(mc.Status.ResourceSummary, requests)
-		clusters = append(clusters, placement.Cluster{
-			Name:              mc.Name,
-			Labels:            mc.Labels,
-			Region:            mc.Spec.Region,
-			Zone:              mc.Spec.Zone,
-			Provider:          mc.Spec.Provider,
-			Taints:            mc.Spec.Taints,
-			Ready:             meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady),
-			AvailableReplicas: available,
-			Unlimited:         !limited,
-		})
+		clusters = append(clusters, placement.ClusterFromMember(mc, requests))
 	}
 	return clusters
 }
