@@ -29,7 +29,7 @@ import (
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
-var hub, east *framework.Environment
+var hub *framework.Environment
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -42,13 +42,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if east, err = framework.StartMember("east"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		_ = hub.Stop()
-		os.Exit(1)
-	}
 	code := m.Run()
-	_ = east.Stop()
 	_ = hub.Stop()
 	os.Exit(code)
 }
@@ -116,9 +110,20 @@ func writeFile(t *testing.T, path string, data []byte) string {
 	return path
 }
 
+// startMember starts an API server standing in for a member cluster, stopped at cleanup.
+func startMember(t *testing.T, name string) *framework.Environment {
+	t.Helper()
+	env, err := framework.StartMember(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	return env
+}
+
 // memberKubeconfig mints a token for the agent's ServiceAccount in the member, as the pod would
 // mount it, so the agent runs with exactly the member RBAC the join manifests grant.
-func memberKubeconfig(t *testing.T) []byte {
+func memberKubeconfig(t *testing.T, east *framework.Environment) []byte {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(east.Config)
 	if err != nil {
@@ -143,6 +148,7 @@ func memberKubeconfig(t *testing.T) []byte {
 
 func TestJoinAgentAndHubEndToEnd(t *testing.T) {
 	ctx := context.Background()
+	east := startMember(t, "east")
 	dir := t.TempDir()
 	hubBin, agentBin := build(t, dir)
 	admin, err := hub.Kubeconfig("fleet-admin", "system:masters")
@@ -181,14 +187,14 @@ func TestJoinAgentAndHubEndToEnd(t *testing.T) {
 	// The agent runs with the join credentials on the hub and its ServiceAccount on the member.
 	agent := start(t, agentBin, "--cluster-name", "east",
 		"--hub-kubeconfig", writeFile(t, filepath.Join(dir, "hub.kubeconfig"), hubKubeconfig),
-		"--kubeconfig", writeFile(t, filepath.Join(dir, "east.kubeconfig"), memberKubeconfig(t)),
+		"--kubeconfig", writeFile(t, filepath.Join(dir, "east.kubeconfig"), memberKubeconfig(t, east)),
 		"--heartbeat-interval", "1s", "--fence-after", "3s",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
 	hubRun := start(t, hubBin, "run", "--kubeconfig", adminPath, "--leader-elect=false", "--cluster-grace-period", "3s",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
 	_ = hubRun
 
-	waitMember(t, "east Ready", func(mc *dbfleetv1alpha1.MemberCluster) bool {
+	waitMember(t, "east", "east Ready", func(mc *dbfleetv1alpha1.MemberCluster) bool {
 		return meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady) &&
 			mc.Status.KubernetesVersion == "v1.35.4" && mc.Status.Agent != nil && mc.Status.Agent.HeartbeatIntervalSeconds == 1
 	})
@@ -233,14 +239,14 @@ func TestJoinAgentAndHubEndToEnd(t *testing.T) {
 	if err := east.Client.Status().Update(ctx, sts); err != nil {
 		t.Fatal(err)
 	}
-	waitDatabase(t, "Available", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+	waitDatabase(t, "shop", "Available", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
 		return meta.IsStatusConditionTrue(d.Status.Conditions, dbfleetv1alpha1.ConditionAvailable) && d.Status.Ready == "2/2"
 	})
 
 	// The agent crashes: the hub sees no renewal for the grace period and says so.
 	killed := time.Now()
 	agent.kill()
-	mc := waitMember(t, "east Unknown and tainted", func(mc *dbfleetv1alpha1.MemberCluster) bool {
+	mc := waitMember(t, "east", "east Unknown and tainted", func(mc *dbfleetv1alpha1.MemberCluster) bool {
 		return meta.IsStatusConditionPresentAndEqual(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady, metav1.ConditionUnknown) &&
 			len(mc.Spec.Taints) == 2
 	})
@@ -250,17 +256,17 @@ func TestJoinAgentAndHubEndToEnd(t *testing.T) {
 			t.Errorf("unexpected taint %v", taint)
 		}
 	}
-	waitDatabase(t, "share Unknown", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+	waitDatabase(t, "shop", "share Unknown", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
 		return len(d.Status.Placements) == 1 && d.Status.Placements[0].State == dbfleetv1alpha1.PlacementUnknown &&
 			meta.IsStatusConditionPresentAndEqual(d.Status.Conditions, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionUnknown)
 	})
 }
 
-func waitMember(t *testing.T, what string, cond func(*dbfleetv1alpha1.MemberCluster) bool) *dbfleetv1alpha1.MemberCluster {
+func waitMember(t *testing.T, name, what string, cond func(*dbfleetv1alpha1.MemberCluster) bool) *dbfleetv1alpha1.MemberCluster {
 	t.Helper()
 	mc := &dbfleetv1alpha1.MemberCluster{}
 	err := framework.WaitFor(context.Background(), framework.DefaultTimeout, what, func(ctx context.Context) (bool, error) {
-		if err := hub.Client.Get(ctx, client.ObjectKey{Name: "east"}, mc); err != nil {
+		if err := hub.Client.Get(ctx, client.ObjectKey{Name: name}, mc); err != nil {
 			return false, err
 		}
 		return cond(mc), nil
@@ -271,11 +277,11 @@ func waitMember(t *testing.T, what string, cond func(*dbfleetv1alpha1.MemberClus
 	return mc
 }
 
-func waitDatabase(t *testing.T, what string, cond func(*dbfleetv1alpha1.DatabaseCluster) bool) {
+func waitDatabase(t *testing.T, ns, what string, cond func(*dbfleetv1alpha1.DatabaseCluster) bool) *dbfleetv1alpha1.DatabaseCluster {
 	t.Helper()
 	d := &dbfleetv1alpha1.DatabaseCluster{}
 	err := framework.WaitFor(context.Background(), framework.DefaultTimeout, what, func(ctx context.Context) (bool, error) {
-		if err := hub.Client.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders"}, d); err != nil {
+		if err := hub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders"}, d); err != nil {
 			return false, err
 		}
 		return cond(d), nil
@@ -283,4 +289,5 @@ func waitDatabase(t *testing.T, what string, cond func(*dbfleetv1alpha1.Database
 	if err != nil {
 		t.Fatalf("%v\nstatus %+v", err, d.Status)
 	}
+	return d
 }

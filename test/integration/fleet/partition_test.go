@@ -1,0 +1,293 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/agent/fence"
+	"github.com/dbfleet/dbfleet/test/framework"
+)
+
+// proxy forwards TCP connections to the hub until cut: then it drops every connection and
+// refuses new ones, as a network partition between one agent and the hub would.
+type proxy struct {
+	listener net.Listener
+	target   string
+
+	mu    sync.Mutex
+	cut   bool
+	conns []net.Conn
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{listener: l, target: target}
+	go p.serve()
+	t.Cleanup(func() { _ = l.Close(); p.partition() })
+	return p
+}
+
+func (p *proxy) addr() string { return p.listener.Addr().String() }
+
+func (p *proxy) serve() {
+	for {
+		in, err := p.listener.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.mu.Unlock()
+			_ = in.Close()
+			continue
+		}
+		out, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			_ = in.Close()
+			continue
+		}
+		p.conns = append(p.conns, in, out)
+		p.mu.Unlock()
+		go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
+		go func() { _, _ = io.Copy(in, out); _ = in.Close() }()
+	}
+}
+
+// partition cuts the link: open connections are closed, new ones refused.
+func (p *proxy) partition() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = nil
+}
+
+// joinedMember is a member cluster with its agent running, reaching the hub through a proxy.
+type joinedMember struct {
+	name  string
+	env   *framework.Environment
+	proxy *proxy
+	agent *process
+}
+
+func joinThroughProxy(t *testing.T, hubBin, agentBin, adminPath, dir, name, region string) *joinedMember {
+	t.Helper()
+	ctx := context.Background()
+	m := &joinedMember{name: name, env: startMember(t, name)}
+	hubURL, err := url.Parse(hub.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.proxy = newProxy(t, hubURL.Host)
+	manifests := filepath.Join(dir, name+"-agent.yaml")
+	if out, err := exec.Command(hubBin, "join", name, "--kubeconfig", adminPath, "--region", region, "--zone", region+"-a",
+		"--hub-server", "https://"+m.proxy.addr(), "--heartbeat-interval", "1s", "--fence-after", "3s", "-o", manifests).CombinedOutput(); err != nil {
+		t.Fatalf("hub join %s: %v\n%s", name, err, out)
+	}
+	objs, err := framework.ReadObjects(manifests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hubKubeconfig []byte
+	for _, obj := range objs {
+		if err := m.env.Client.Create(ctx, obj); err != nil {
+			t.Fatalf("apply %s %s to %s: %v", obj.GetKind(), obj.GetName(), name, err)
+		}
+		if obj.GetKind() == "Secret" {
+			secret := &corev1.Secret{}
+			if err := m.env.Client.Get(ctx, client.ObjectKeyFromObject(obj), secret); err != nil {
+				t.Fatal(err)
+			}
+			hubKubeconfig = secret.Data["kubeconfig"]
+		}
+	}
+	m.agent = start(t, agentBin, "--cluster-name", name,
+		"--hub-kubeconfig", writeFile(t, filepath.Join(dir, name+"-hub.kubeconfig"), hubKubeconfig),
+		"--kubeconfig", writeFile(t, filepath.Join(dir, name+".kubeconfig"), memberKubeconfig(t, m.env)),
+		"--heartbeat-interval", "1s", "--fence-after", "3s",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	return m
+}
+
+// runPods plays the member's StatefulSet controller and kubelet: it creates the share's pods and
+// reports them ready.
+func (m *joinedMember) runPods(t *testing.T, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	sts := &appsv1.StatefulSet{}
+	if err := framework.WaitFor(ctx, framework.DefaultTimeout, "StatefulSet in "+m.name, func(ctx context.Context) (bool, error) {
+		return true, m.env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders"}, sts)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := int32(0); i < *sts.Spec.Replicas; i++ {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("orders-%d", sts.Spec.Ordinals.Start+i), Labels: sts.Spec.Template.Labels},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "database", Image: "postgres:16.4"}}},
+		}
+		if err := m.env.Client.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := *sts.Spec.Replicas
+	sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: sts.Generation, Replicas: n, ReadyReplicas: n,
+		CurrentReplicas: n, UpdatedReplicas: n, AvailableReplicas: n}
+	if err := m.env.Client.Status().Update(ctx, sts); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (m *joinedMember) podRole(ns, pod string) string {
+	p := &corev1.Pod{}
+	if err := m.env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: pod}, p); err != nil {
+		return ""
+	}
+	return p.Labels[dbfleetv1alpha1.LabelRole]
+}
+
+// TestPartitionedPrimaryFencesBeforePromotion cuts the primary cluster's agent off the hub while
+// it keeps running. Each side's observations are timestamped by the test: the old primary must be
+// fenced, and its member-local primary Lease expired, before the hub promotes another cluster.
+func TestPartitionedPrimaryFencesBeforePromotion(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	hubBin, agentBin := build(t, dir)
+	admin, err := hub.Kubeconfig("partition-admin", "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminPath := writeFile(t, filepath.Join(dir, "hub-admin.kubeconfig"), admin)
+	start(t, hubBin, "run", "--kubeconfig", adminPath, "--leader-elect=false", "--cluster-grace-period", "3s",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	members := map[string]*joinedMember{
+		"north": joinThroughProxy(t, hubBin, agentBin, adminPath, dir, "north", "r-north"),
+		"south": joinThroughProxy(t, hubBin, agentBin, adminPath, dir, "south", "r-south"),
+	}
+	for name := range members {
+		waitMember(t, name, name+" Ready", func(mc *dbfleetv1alpha1.MemberCluster) bool {
+			return meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady)
+		})
+	}
+
+	const ns = "partition"
+	if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	pp := &dbfleetv1alpha1.PropagationPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "both"},
+		Spec: dbfleetv1alpha1.PropagationSpec{
+			ResourceSelectors: []dbfleetv1alpha1.ResourceSelector{{Name: "orders"}},
+			Placement: policyv1alpha1.Placement{
+				ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"north", "south"}},
+				ClusterTolerations: []corev1.Toleration{{Key: dbfleetv1alpha1.TaintClusterUnreachable, Operator: corev1.TolerationOpExists,
+					Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](1)}},
+				ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDivided},
+			},
+		},
+	}
+	if err := hub.Client.Create(ctx, pp); err != nil {
+		t.Fatal(err)
+	}
+	dbc := &dbfleetv1alpha1.DatabaseCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"},
+		Spec: dbfleetv1alpha1.DatabaseClusterSpec{
+			DatabaseTemplate: dbfleetv1alpha1.DatabaseTemplate{Engine: dbfleetv1alpha1.EnginePostgres, Version: "16.4",
+				Storage: dbfleetv1alpha1.StorageSpec{Size: resource.MustParse("1Gi")}},
+			Replicas: 2,
+		},
+	}
+	if err := hub.Client.Create(ctx, dbc); err != nil {
+		t.Fatal(err)
+	}
+	placed := waitDatabase(t, ns, "placed on both", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return len(d.Status.Placements) == 2 && d.Status.Primary != nil
+	})
+	for _, m := range members {
+		m.runPods(t, ns)
+	}
+	waitDatabase(t, ns, "Available", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return meta.IsStatusConditionTrue(d.Status.Conditions, dbfleetv1alpha1.ConditionAvailable)
+	})
+	oldName := placed.Status.Primary.Cluster
+	old := members[oldName]
+	var primaryPod string
+	for _, p := range placed.Status.Placements {
+		if p.Cluster == oldName {
+			primaryPod = fmt.Sprintf("orders-%d", p.Ordinals.Start)
+		}
+	}
+	if role := old.podRole(ns, primaryPod); role != "primary" {
+		t.Fatalf("pod %s in %s is %q, want primary", primaryPod, oldName, role)
+	}
+
+	// Cut the primary's agent off the hub. It keeps running against its member.
+	cut := time.Now()
+	old.proxy.partition()
+
+	// Watch both sides until the hub promotes, noting when each thing is first seen.
+	var fencedAt, promotedAt time.Time
+	var promoted *dbfleetv1alpha1.DatabaseCluster
+	err = framework.WaitFor(ctx, 60*time.Second, "fencing and promotion", func(ctx context.Context) (bool, error) {
+		if fencedAt.IsZero() && old.podRole(ns, primaryPod) == string(dbfleetv1alpha1.RoleFenced) {
+			fencedAt = time.Now()
+		}
+		d := &dbfleetv1alpha1.DatabaseCluster{}
+		if err := hub.Client.Get(ctx, client.ObjectKeyFromObject(dbc), d); err != nil {
+			return false, err
+		}
+		if d.Status.Primary != nil && d.Status.Primary.Cluster != oldName {
+			promotedAt, promoted = time.Now(), d
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("partitioned at 0; old primary fenced at %s; hub promoted %s at epoch %d at %s",
+		fencedAt.Sub(cut).Round(100*time.Millisecond), promoted.Status.Primary.Cluster, promoted.Status.Primary.Epoch,
+		promotedAt.Sub(cut).Round(100*time.Millisecond))
+	if fencedAt.IsZero() || !fencedAt.Before(promotedAt) {
+		t.Fatalf("the hub promoted before the cut-off primary fenced (fenced at %v, promoted at %v)", fencedAt, promotedAt)
+	}
+	if promoted.Status.Primary.Epoch != placed.Status.Primary.Epoch+1 {
+		t.Errorf("epoch %d -> %d, want +1", placed.Status.Primary.Epoch, promoted.Status.Primary.Epoch)
+	}
+	// The old primary's member-local Lease had run out by the time of the promotion: no instant
+	// with two primaries holding unexpired Leases.
+	lease := &coordinationv1.Lease{}
+	if err := old.env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: fence.PrimaryLeaseName("orders")}, lease); err != nil {
+		t.Fatal(err)
+	}
+	expiry := lease.Spec.RenewTime.Add(time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second)
+	if !expiry.Before(promotedAt) {
+		t.Errorf("old primary Lease (holder %s) valid until %s, after the promotion at %s", *lease.Spec.HolderIdentity, expiry, promotedAt)
+	}
+	t.Logf("old primary Lease expired %s before the promotion", promotedAt.Sub(expiry).Round(100*time.Millisecond))
+}
