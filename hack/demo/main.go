@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -109,15 +110,31 @@ func (d *demo) explore() {
 	say("")
 	say("Explore (the hub and each member have an admin kubeconfig in %s/):", stateDir)
 	hub := "kubectl --kubeconfig " + kubeconfig("hub")
-	say("  %s get mc                              # members: region, zone, Ready, heartbeat", hub)
-	say("  %s get dbc,mdb -A                      # the database and its per-cluster shares", hub)
-	say("  %s get dbc -n %s %s -o yaml          # placements, primary, epoch, conditions", hub, demoNamespace, demoDatabase)
-	say("  %s get events -n %s                  # ReplicasMoved, PrimaryChanged", hub, demoNamespace)
-	for _, m := range d.f.members {
-		say("  kubectl --kubeconfig %s get sts,pods,pvc -n %s -L dbfleet.io/role", kubeconfig(m), demoNamespace)
+	cmds := [][2]string{
+		{hub + " get mc", "members: region, zone, Ready, heartbeat"},
+		{hub + " get dbc,mdb -A", "the database and its per-cluster shares"},
+		{fmt.Sprintf("%s get dbc -n %s %s -o yaml", hub, demoNamespace, demoDatabase), "placements, primary, epoch, conditions"},
+		{fmt.Sprintf("%s get events -n %s", hub, demoNamespace), "ReplicasMoved, PrimaryChanged"},
 	}
-	say("  bin/localfed status                                                  # every process and its pid")
-	say("  bin/localfed stop agent-%s; bin/localfed start agent-%s              # another failover (docs/localfed.md)", d.f.members[1], d.f.members[1])
+	for _, m := range d.f.members {
+		cmds = append(cmds, [2]string{fmt.Sprintf("kubectl --kubeconfig %s get sts,pods,pvc,lease -n %s -L dbfleet.io/role", kubeconfig(m), demoNamespace), ""})
+	}
+	cmds = append(cmds,
+		[2]string{"bin/localfed status", "every process and its pid"},
+		[2]string{fmt.Sprintf("bin/localfed stop agent-%s; bin/localfed start agent-%s", d.f.members[1], d.f.members[1]), "another failover (docs/localfed.md)"})
+	width := 0
+	for _, c := range cmds {
+		if c[1] != "" {
+			width = max(width, len(c[0]))
+		}
+	}
+	for _, c := range cmds {
+		if c[1] == "" {
+			say("  %s", c[0])
+			continue
+		}
+		say("  %-*s  # %s", width, c[0], c[1])
+	}
 }
 
 // follow keeps the live table (and the timeline) going until Ctrl-C.

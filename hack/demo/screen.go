@@ -5,7 +5,10 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+	"unicode/utf8"
+	"unsafe"
 )
 
 // The screen: narration, timestamped timeline lines, and below them a live table. On a terminal
@@ -38,8 +41,27 @@ func (s *screen) erase() {
 func (s *screen) redraw() {
 	if s.tty && s.table != "" {
 		fmt.Print(s.table)
-		s.drawn = strings.Count(s.table, "\n")
+		s.drawn = rows(s.table, terminalWidth())
 	}
+}
+
+// rows is how many terminal rows text takes, long lines wrapping at width.
+func rows(text string, width int) int {
+	n := 0
+	for line := range strings.SplitSeq(strings.TrimSuffix(text, "\n"), "\n") {
+		n += max(1, (utf8.RuneCountInString(line)+width-1)/width)
+	}
+	return n
+}
+
+// terminalWidth is stdout's width in columns, 80 when unknown.
+func terminalWidth() int {
+	var ws struct{ rows, cols, x, y uint16 }
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, os.Stdout.Fd(), syscall.TIOCGWINSZ, uintptr(unsafe.Pointer(&ws)))
+	if errno != 0 || ws.cols == 0 {
+		return 80
+	}
+	return int(ws.cols)
 }
 
 // print writes lines above the live table.
