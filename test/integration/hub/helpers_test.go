@@ -181,11 +181,15 @@ func (f *fixture) getDatabase(name string) *dbfleetv1alpha1.DatabaseCluster {
 	return dbc
 }
 
+// updateDatabase retries on conflict: the hub writes the object too (its finalizer).
 func (f *fixture) updateDatabase(name string, change func(*dbfleetv1alpha1.DatabaseCluster)) {
 	f.t.Helper()
-	dbc := f.getDatabase(name)
-	change(dbc)
-	if err := f.c.Update(f.ctx, dbc); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		dbc := f.getDatabase(name)
+		change(dbc)
+		return f.c.Update(f.ctx, dbc)
+	})
+	if err != nil {
 		f.t.Fatal(err)
 	}
 }
