@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -230,14 +231,7 @@ func TestPodsAreLabelledWithTheirRole(t *testing.T) {
 	}
 
 	// The hub demotes the share: the former primary pod becomes a replica and the primary budget goes.
-	mdb := &dbfleetv1alpha1.MemberDatabase{}
-	if err := hub.Client.Get(s.ctx, client.ObjectKeyFromObject(s.mdb), mdb); err != nil {
-		t.Fatal(err)
-	}
-	mdb.Spec.Role, mdb.Spec.Epoch = dbfleetv1alpha1.RoleReplica, 2
-	if err := hub.Client.Update(s.ctx, mdb); err != nil {
-		t.Fatal(err)
-	}
+	s.touch(func(m *dbfleetv1alpha1.MemberDatabase) { m.Spec.Role, m.Spec.Epoch = dbfleetv1alpha1.RoleReplica, 2 })
 	err = framework.WaitFor(s.ctx, framework.DefaultTimeout, "demotion", func(ctx context.Context) (bool, error) {
 		pod := &corev1.Pod{}
 		if err := east.Client.Get(ctx, s.key(s.db+"-1000"), pod); err != nil {
@@ -255,10 +249,17 @@ func TestPodsAreLabelledWithTheirRole(t *testing.T) {
 func TestDriftIsReverted(t *testing.T) {
 	startAgent(t, hub.Config, east.Config)
 	s := newShare(t, 3, 0, dbfleetv1alpha1.RoleReplica)
-	sts := s.waitSTS("StatefulSet", func(*appsv1.StatefulSet) bool { return true })
-	sts.Spec.Replicas = ptr.To[int32](7)
-	sts.Spec.Template.Spec.Containers[0].Image = "postgres:9.6"
-	if err := east.Client.Update(s.ctx, sts); err != nil {
+	s.waitSTS("StatefulSet", func(*appsv1.StatefulSet) bool { return true })
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sts := &appsv1.StatefulSet{}
+		if err := east.Client.Get(s.ctx, s.key(s.db), sts); err != nil {
+			return err
+		}
+		sts.Spec.Replicas = ptr.To[int32](7)
+		sts.Spec.Template.Spec.Containers[0].Image = "postgres:9.6"
+		return east.Client.Update(s.ctx, sts)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	s.waitSTS("drift reverted", func(sts *appsv1.StatefulSet) bool {
