@@ -98,6 +98,9 @@ func (d *demo) cleanup(teardown bool) {
 			say("localfed start %s: %v", d.victim, err)
 		}
 	}
+	if teardown {
+		say("The federation was running before the demo, so it is left running ('make localfed-down' stops it).")
+	}
 }
 
 func (d *demo) explore() {

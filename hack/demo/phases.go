@@ -105,7 +105,28 @@ func (d *demo) removeLeftovers(ctx context.Context) error {
 		return nil
 	}
 	say("Removing %s/%s left by an earlier demo run first.", demoNamespace, demoDatabase)
-	return kubectl(ctx, "delete", "databasecluster", "-n", demoNamespace, demoDatabase, "--wait", "--timeout=120s")
+	if err := kubectl(ctx, "delete", "databasecluster", "-n", demoNamespace, demoDatabase, "--wait", "--timeout=120s"); err != nil {
+		return err
+	}
+	// The agents remove a deleted database's StatefulSet but leave its primary Lease, which stays
+	// valid until it runs out; a new database of the same name would start beside it.
+	s := d.f.observe(ctx)
+	if valid := s.validLeases(); len(valid) > 0 {
+		say("Its primary Lease is left behind in the member (%s); waiting for it to expire first.", strings.Join(valid, "; "))
+	}
+	deadline := time.Now().Add(d.f.fenceAfter + 15*time.Second)
+	for len(s.validLeases()) > 0 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the old primary Lease did not expire within %s: %s", d.f.fenceAfter+15*time.Second, strings.Join(s.validLeases(), "; "))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pollInterval):
+		}
+		s = d.f.observe(ctx)
+	}
+	return nil
 }
 
 func (d *demo) failover(ctx context.Context) error {
