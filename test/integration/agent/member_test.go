@@ -119,15 +119,18 @@ func condition(mdb *dbfleetv1alpha1.MemberDatabase, t string, status metav1.Cond
 // setStatefulSetStatus writes StatefulSet status as the member's controller manager would.
 func (s *share) setStatefulSetStatus(ready int32) {
 	s.t.Helper()
-	sts := &appsv1.StatefulSet{}
-	if err := east.Client.Get(s.ctx, s.key(s.db), sts); err != nil {
-		s.t.Fatal(err)
-	}
-	sts.Status = appsv1.StatefulSetStatus{
-		ObservedGeneration: sts.Generation, Replicas: *sts.Spec.Replicas, ReadyReplicas: ready,
-		CurrentReplicas: *sts.Spec.Replicas, UpdatedReplicas: *sts.Spec.Replicas, AvailableReplicas: ready,
-	}
-	if err := east.Client.Status().Update(s.ctx, sts); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sts := &appsv1.StatefulSet{}
+		if err := east.Client.Get(s.ctx, s.key(s.db), sts); err != nil {
+			return err
+		}
+		sts.Status = appsv1.StatefulSetStatus{
+			ObservedGeneration: sts.Generation, Replicas: *sts.Spec.Replicas, ReadyReplicas: ready,
+			CurrentReplicas: *sts.Spec.Replicas, UpdatedReplicas: *sts.Spec.Replicas, AvailableReplicas: ready,
+		}
+		return east.Client.Status().Update(s.ctx, sts)
+	})
+	if err != nil {
 		s.t.Fatal(err)
 	}
 }

@@ -234,11 +234,7 @@ func TestJoinAgentAndHubEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The member's controller manager is not running here: report the pods ready as it would.
-	sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: sts.Generation, Replicas: 2, ReadyReplicas: 2,
-		CurrentReplicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2}
-	if err := east.Client.Status().Update(ctx, sts); err != nil {
-		t.Fatal(err)
-	}
+	markReady(t, east, "shop")
 	waitDatabase(t, "shop", "Available", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
 		return meta.IsStatusConditionTrue(d.Status.Conditions, dbfleetv1alpha1.ConditionAvailable) && d.Status.Ready == "2/2"
 	})

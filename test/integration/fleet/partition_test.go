@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -155,12 +156,7 @@ func (m *joinedMember) runPods(t *testing.T, ns string) {
 			t.Fatal(err)
 		}
 	}
-	n := *sts.Spec.Replicas
-	sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: sts.Generation, Replicas: n, ReadyReplicas: n,
-		CurrentReplicas: n, UpdatedReplicas: n, AvailableReplicas: n}
-	if err := m.env.Client.Status().Update(ctx, sts); err != nil {
-		t.Fatal(err)
-	}
+	markReady(t, m.env, ns)
 }
 
 func (m *joinedMember) podRole(ns, pod string) string {
@@ -290,4 +286,23 @@ func TestPartitionedPrimaryFencesBeforePromotion(t *testing.T) {
 		t.Errorf("old primary Lease (holder %s) valid until %s, after the promotion at %s", *lease.Spec.HolderIdentity, expiry, promotedAt)
 	}
 	t.Logf("old primary Lease expired %s before the promotion", promotedAt.Sub(expiry).Round(100*time.Millisecond))
+}
+
+// markReady writes the StatefulSet's status as the member's controller manager would, with every
+// replica ready; it retries when the agent's own writes move the object on.
+func markReady(t *testing.T, member *framework.Environment, ns string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sts := &appsv1.StatefulSet{}
+		if err := member.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "orders"}, sts); err != nil {
+			return err
+		}
+		n := *sts.Spec.Replicas
+		sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: sts.Generation, Replicas: n, ReadyReplicas: n,
+			CurrentReplicas: n, UpdatedReplicas: n, AvailableReplicas: n}
+		return member.Client.Status().Update(context.Background(), sts)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
