@@ -58,19 +58,24 @@ func localfed(ctx context.Context, args ...string) error {
 // ensureFederation reuses a running federation or brings one up.
 func ensureFederation(ctx context.Context) (*federation, error) {
 	if _, err := os.Stat(stateDir); err == nil {
+		// localfed status: 0 all running, 3 nothing running (up cleans that up), else partly running.
 		status := exec.CommandContext(ctx, "bin/localfed", "status")
 		out, err := status.CombinedOutput()
-		if err != nil {
+		var exit *exec.ExitError
+		switch {
+		case err == nil:
+			say("A local federation is already running (%s): the demo uses it and leaves it running.", stateDir)
+			return openFederation(false)
+		case errors.As(err, &exit) && exit.ExitCode() == 3:
+		default:
 			return nil, fmt.Errorf("a federation exists in %s but not all of it runs:\n%s\nstop it with 'make localfed-down' and run the demo again", stateDir, out)
 		}
-		say("A local federation is already running (%s): the demo uses it and leaves it running.", stateDir)
-		return openFederation(false)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	say("Bringing up a local federation: one etcd, a hub API server running `hub run`, and three member clusters")
-	say("(each a real kube-apiserver, controller manager and scheduler, with kwok playing 3 Nodes), each joined")
-	say("with `hub join` and served by its agent. This takes a minute or so.")
+	para("Bringing up a local federation: one etcd, a hub API server running `hub run`, and three member clusters " +
+		"(each a real kube-apiserver, controller manager and scheduler, with kwok playing 3 Nodes), each joined " +
+		"with `hub join` and served by its agent. This takes a minute or so.")
 	fmt.Println()
 	if err := localfed(ctx, "up"); err != nil {
 		if ctx.Err() != nil {

@@ -51,8 +51,8 @@ func main() {
 		d.cleanup(true)
 		return
 	}
-	say("The federation keeps running; the table below follows the database. Press Ctrl-C to stop the")
-	say("federation and remove %s/.", stateDir)
+	para("The federation keeps running; the table below follows the database. Press Ctrl-C to stop the "+
+		"federation and remove %s/.", stateDir)
 	d.follow()
 	say("")
 	d.cleanup(true)
@@ -99,17 +99,18 @@ func (d *demo) cleanup(teardown bool) {
 		}
 	}
 	if teardown {
-		say("The federation was running before the demo, so it is left running ('make localfed-down' stops it).")
+		para("The federation was running before the demo, so it is left running ('make localfed-down' stops it).")
 	}
 }
 
 func (d *demo) explore() {
 	t := d.t
 	startPhase("done", "Done")
-	say("Measured: federation ready in %s; database placed %.0fs and all replicas Ready %.0fs after apply;", t.federationUp, t.scheduled.Seconds(), t.ready.Seconds())
-	say("after the agent stopped: Ready=Unknown at +%.0fs, replicas re-placed at +%.0fs, new primary at +%.0fs,", t.unknown.Seconds(), t.replaced.Seconds(), t.promoted.Seconds())
-	say("all Ready again at +%.0fs;", t.failed.Seconds())
-	say("after it started again: Ready=True at +%.0fs, settled at +%.0fs.", t.back.Seconds(), t.reconverged.Seconds())
+	para("Measured: federation ready in %s; database placed %.0fs and all replicas Ready %.0fs after apply; "+
+		"after the agent stopped: Ready=Unknown at +%.0fs, new primary at +%.0fs, replicas re-placed at +%.0fs, "+
+		"all Ready again at +%.0fs; after it started again: Ready=True at +%.0fs, settled at +%.0fs.",
+		t.federationUp, t.scheduled.Seconds(), t.ready.Seconds(), t.unknown.Seconds(), t.promoted.Seconds(), t.replaced.Seconds(),
+		t.failed.Seconds(), t.back.Seconds(), t.reconverged.Seconds())
 	say("")
 	say("Explore (the hub and each member have an admin kubeconfig in %s/):", stateDir)
 	hub := "kubectl --kubeconfig " + kubeconfig("hub")

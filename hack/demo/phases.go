@@ -30,11 +30,11 @@ func (d *demo) place(ctx context.Context) error {
 	for _, m := range f.members[1:] {
 		weights += fmt.Sprintf(", %s 1", m)
 	}
-	say("The policy %s (a ClusterPropagationPolicy) selects databases labelled app.kubernetes.io/part-of=dbfleet-demo", demoPolicy)
-	say("and divides their replicas by static weight: %s. It tolerates the hub's", weights)
-	say("dbfleet.io/unreachable taint for %d s: a member that goes silent keeps its replicas that long, then they move.", tolerationSeconds)
-	say("The DatabaseCluster %s/%s asks for %d postgres instances (250m CPU, 512Mi memory, a 1Gi volume each),", demoNamespace, demoDatabase, demoReplicas)
-	say("its primary preferably in %s.", f.members[0])
+	para("The policy %s (a ClusterPropagationPolicy) selects databases labelled app.kubernetes.io/part-of=dbfleet-demo "+
+		"and divides their replicas by static weight: %s. It tolerates the hub's dbfleet.io/unreachable taint for %d s: "+
+		"a member that goes silent keeps its replicas that long, then they move.", demoPolicy, weights, tolerationSeconds)
+	para("The DatabaseCluster %s/%s asks for %d postgres instances (250m CPU, 512Mi memory, a 1Gi volume each), "+
+		"its primary preferably in %s.", demoNamespace, demoDatabase, demoReplicas, f.members[0])
 	policy, database, err := writeManifests(f.members)
 	if err != nil {
 		return err
@@ -62,9 +62,9 @@ func (d *demo) place(ctx context.Context) error {
 	cond := s.condition(dbfleetv1alpha1.ConditionScheduled)
 	primary, epoch := s.primary()
 	say("")
-	say("Where the replicas went, and why. The hub's placement engine gave each cluster its weight's part of")
-	say("the %d replicas, rounded to whole replicas (divisor method), and wrote each share to member-<cluster> on", demoReplicas)
-	say("the hub as a MemberDatabase, which that cluster's agent runs:")
+	para("Where the replicas went, and why. The hub's placement engine gave each cluster its weight's part of "+
+		"the %d replicas, rounded to whole replicas (divisor method), and wrote each share to member-<cluster> on "+
+		"the hub as a MemberDatabase, which that cluster's agent runs:", demoReplicas)
 	say("  Scheduled: %s", cond.Message)
 	total := 1 + len(f.members)
 	for _, m := range f.members {
@@ -84,18 +84,19 @@ func (d *demo) place(ctx context.Context) error {
 		}
 		role := ""
 		if m == primary {
-			role = fmt.Sprintf("; the primary (epoch %d), as spec.primary.preferredClusters asks", epoch)
+			role = fmt.Sprintf("; primary (epoch %d): preferred", epoch)
 		}
 		say("  %-8s %s → %d replica(s), pods %s%s", m, quota, p.Replicas, names, role)
 	}
-	say("Each share has its own ordinal range, so pod names are unique across the fleet. Each member's agent")
-	say("now runs its share as a StatefulSet; kwok makes the pods Running and Ready.")
+	para("Each share has its own ordinal range, so pod names are unique across the fleet; the primary is where " +
+		"spec.primary.preferredClusters asks. Each member's agent now runs its share as a StatefulSet; kwok makes " +
+		"the pods Running and Ready.")
 	if _, err := w.wait(ctx, ready, 3*time.Minute, "see the agents' logs "+logFile("agent-*")+" and the members' controller managers'"); err != nil {
 		return err
 	}
 	d.t.ready = ready.at
 	out.settle()
-	say("All %d replicas Ready %.0fs after kubectl apply; the hub aggregated the agents' reports into Available=True.", demoReplicas, ready.at.Seconds())
+	para("All %d replicas Ready %.0fs after kubectl apply; the hub aggregated the agents' reports into Available=True.", demoReplicas, ready.at.Seconds())
 	return nil
 }
 
@@ -112,7 +113,7 @@ func (d *demo) removeLeftovers(ctx context.Context) error {
 	// valid until it runs out; a new database of the same name would start beside it.
 	s := d.f.observe(ctx)
 	if valid := s.validLeases(); len(valid) > 0 {
-		say("Its primary Lease is left behind in the member (%s); waiting for it to expire first.", strings.Join(valid, "; "))
+		para("Its primary Lease is left behind in the member (%s); waiting for it to expire first.", strings.Join(valid, "; "))
 	}
 	deadline := time.Now().Add(d.f.fenceAfter + 15*time.Second)
 	for len(s.validLeases()) > 0 {
@@ -139,15 +140,15 @@ func (d *demo) failover(ctx context.Context) error {
 	d.victim = "agent-" + victim
 	pid, _ := os.ReadFile(pidFile(d.victim))
 	startPhase("failover", fmt.Sprintf("Step 3/4: cut %s off", victim))
-	say("%s holds the primary. Its agent (pid %s, from %s) is the member's only link to the hub.", victim, strings.TrimSpace(string(pid)), pidFile(d.victim))
-	say("We stop it, as a crash or a network partition would: the pods in %s keep running, but the hub", victim)
-	say("stops hearing from the cluster. What should follow:")
-	say("  - after %s without a lease renewal (the hub's grace period, on its own clock) the hub marks %s", f.grace, victim)
-	say("    Ready=Unknown and taints it dbfleet.io/unreachable:NoExecute;")
-	say("  - its primary Lease %s (renewed only while the agent reaches the hub) runs out after %s;", primaryLease, f.fenceAfter)
-	say("  - after the policy's %d s toleration its replicas are placed on the other clusters, and the primary", tolerationSeconds)
-	say("    moves to a healthy cluster with a higher epoch (never before the old Lease has expired);")
-	say("  - the replacements become Ready.")
+	para("%s holds the primary. Its agent (pid %s, from %s) is the member's only link to the hub. We stop it, "+
+		"as a crash or a network partition would: the pods in %s keep running, but the hub stops hearing from the "+
+		"cluster. What should follow:", victim, strings.TrimSpace(string(pid)), pidFile(d.victim), victim)
+	bullet("its primary Lease %s (renewed only while the agent reaches the hub) runs out after at most %s;", primaryLease, f.fenceAfter)
+	bullet("after %s without a lease renewal (the hub's grace period, on its own clock) the hub marks %s "+
+		"Ready=Unknown and taints it dbfleet.io/unreachable:NoExecute;", f.grace, victim)
+	bullet("after the policy's %d s toleration its replicas are placed on the other clusters, and the primary "+
+		"moves to a healthy cluster with a higher epoch (never before the old Lease has expired);", tolerationSeconds)
+	bullet("the replacements become Ready.")
 	restartClock()
 	if err := localfed(ctx, "stop", d.victim); err != nil {
 		return fmt.Errorf("stop %s: %w", d.victim, err)
@@ -209,19 +210,19 @@ func (d *demo) failover(ctx context.Context) error {
 	out.settle()
 	s = w.prev
 	c, e := s.primary()
-	say("Failover done: %d/%d replicas Ready on %s; the primary is in %s at epoch %d.", s.db.Status.ReadyReplicas, s.db.Spec.Replicas, s.shares(), c, e)
+	para("Failover done: %d/%d replicas Ready on %s; the primary is in %s at epoch %d.", s.db.Status.ReadyReplicas, s.db.Spec.Replicas, s.shares(), c, e)
 	if m := s.member(victim); m != nil && m.pods > 0 {
-		say("%s still runs its %d old pods: its agent is gone, so nothing there removes or relabels them; the hub", victim, m.pods)
-		say("no longer counts them.")
+		para("%s still runs its %d old pods: its agent is gone, so nothing there removes or relabels them; the hub "+
+			"no longer counts them.", victim, m.pods)
 	}
 	switch {
 	case before.member(victim).leaseHolder == "":
-		say("%s held no primary Lease %s before the cut (this agent build keeps none).", victim, primaryLease)
+		para("%s held no primary Lease %s before the cut (this agent build keeps none).", victim, primaryLease)
 	case leaseGone.at <= promoted.at:
-		say("%s's primary Lease expired at +%.1fs, before %s was promoted at +%.1fs: a database that honours the", victim, leaseGone.at.Seconds(), c, promoted.at.Seconds())
-		say("Lease stopped writing in %s first, so there were never two primaries.", victim)
+		para("%s's primary Lease expired at +%.1fs, before %s was promoted at +%.1fs: a database that honours the "+
+			"Lease stopped writing in %s first, so there were never two primaries.", victim, leaseGone.at.Seconds(), c, promoted.at.Seconds(), victim)
 	default:
-		say("WARNING: %s's primary Lease expired at +%.1fs, after %s was promoted at +%.1fs.", victim, leaseGone.at.Seconds(), c, promoted.at.Seconds())
+		para("WARNING: %s's primary Lease expired at +%.1fs, after %s was promoted at +%.1fs.", victim, leaseGone.at.Seconds(), c, promoted.at.Seconds())
 	}
 	w.timeline(fmt.Sprintf("Timeline, from the moment %s's agent stopped:", victim))
 	return nil
@@ -253,9 +254,9 @@ func (d *demo) recover(ctx context.Context) error {
 	f := d.f
 	victim := strings.TrimPrefix(d.victim, "agent-")
 	startPhase("return", fmt.Sprintf("Step 4/4: bring %s back", victim))
-	say("We start %s's agent again with the command localfed up used (bin/localfed start %s). It renews its", victim, d.victim)
-	say("lease, the hub marks the cluster Ready and lifts the taint, and the agent removes the share it no longer")
-	say("holds. The policy's weights count %s again, so the hub may move replicas back to it.", victim)
+	para("We start %s's agent again with the command localfed up used (bin/localfed start %s). It renews its "+
+		"lease, the hub marks the cluster Ready and lifts the taint, and the agent removes the share it no longer "+
+		"holds. The policy's weights count %s again, so the hub may move replicas back to it.", victim, d.victim, victim)
 	w := &watcher{f: f, prev: f.observe(ctx)}
 	restartClock()
 	if err := localfed(ctx, "start", d.victim); err != nil {
@@ -283,7 +284,7 @@ func (d *demo) recover(ctx context.Context) error {
 	out.settle()
 	s := w.prev
 	c, e := s.primary()
-	say("%s is back: %d/%d replicas Ready on %s; the primary stays in %s at epoch %d.", victim, s.db.Status.ReadyReplicas, s.db.Spec.Replicas, s.shares(), c, e)
+	para("%s is back: %d/%d replicas Ready on %s; the primary stays in %s at epoch %d.", victim, s.db.Status.ReadyReplicas, s.db.Spec.Replicas, s.shares(), c, e)
 	w.timeline(fmt.Sprintf("Timeline, from the moment %s's agent started again:", victim))
 	return nil
 }

@@ -128,3 +128,29 @@ func (s *screen) settle() {
 	s.drawn = 0
 	s.table = ""
 }
+
+// para narrates a paragraph, wrapped to the terminal (at most 100 columns).
+func para(format string, args ...any) { wrapped("", "", fmt.Sprintf(format, args...)) }
+
+// bullet narrates a list item, wrapped with a hanging indent.
+func bullet(format string, args ...any) { wrapped("  - ", "    ", fmt.Sprintf(format, args...)) }
+
+func wrapped(first, rest, text string) {
+	width := 100
+	if out.tty {
+		width = min(width, terminalWidth())
+	}
+	var lines []string
+	line := first
+	for _, word := range strings.Fields(text) {
+		if utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) > width && strings.TrimSpace(line) != "" {
+			lines = append(lines, line)
+			line = rest
+		}
+		if strings.TrimSpace(line) != "" {
+			line += " "
+		}
+		line += word
+	}
+	out.print(strings.Join(append(lines, line), "\n"))
+}

@@ -29,7 +29,8 @@ const usage = `usage: localfed COMMAND [flags]
 
   up       start the federation in the background; returns once every MemberCluster is Ready
   down     stop every process by its pid file and remove the state directory
-  status   print each process, its pid and whether it is alive
+  status   print each process, its pid and whether it is alive; exits 1 when some
+           are not running, 3 when none is
   stop C   stop component C (e.g. agent-west, apiserver-east) by its pid file
   start C  start component C again with the command up used
 
@@ -108,6 +109,10 @@ func main() {
 	default:
 		fmt.Fprintf(os.Stderr, "unknown command %q\n%s", cmd, usage)
 		os.Exit(2)
+	}
+	if errors.Is(err, errNothingRuns) {
+		fmt.Fprintf(os.Stderr, "localfed: %v\n", err)
+		os.Exit(3)
 	}
 	if err != nil {
 		fail(err)

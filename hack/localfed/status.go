@@ -16,6 +16,7 @@ func status(d stateDir) error {
 	if err != nil {
 		if !d.exists() {
 			fmt.Printf("no local federation in %s (make localfed-up starts one)\n", rel(string(d)))
+			return errNothingRuns
 		}
 		return err
 	}
@@ -48,11 +49,17 @@ func status(d stateDir) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", n, pidText, state, rel(d.logFile(n)))
 	}
 	_ = w.Flush()
+	if down == len(names) {
+		return errNothingRuns
+	}
 	if down > 0 {
 		return fmt.Errorf("%d of %d components are not running", down, len(names))
 	}
 	return nil
 }
+
+// errNothingRuns: status exits 3 when no process of the federation is alive (1 when some are not).
+var errNothingRuns = errors.New("no process of the federation is running")
 
 // startComponent starts a stopped component again, exactly as up started it.
 func startComponent(d stateDir, name string) error {

@@ -123,7 +123,7 @@ func up(ctx context.Context, d stateDir, bins binaries, o upOptions) error {
 		if derr := down(d, false); derr != nil {
 			say("teardown: %v (pid files kept in %s)", derr, rel(d.path("pids")))
 		} else {
-			say("kept the logs of the failed run: see above; rerun 'make localfed-up' to try again")
+			say("logs kept in %s; make localfed-down removes them, make localfed-up tries again", rel(d.path("logs")))
 		}
 		return err
 	}
@@ -225,15 +225,23 @@ func memberNames(members []Member) []string {
 }
 
 func (f *fed) summary() {
-	hub := rel(f.dir.kubeconfig("hub"))
+	hub := "kubectl --kubeconfig " + rel(f.dir.kubeconfig("hub"))
 	say("local federation up in %s: every MemberCluster is Ready", time.Since(began).Round(time.Second))
-	fmt.Printf(`
-  kubectl --kubeconfig %[1]s get mc                    # the members, Ready
-  kubectl --kubeconfig %[1]s get dbc,cpp,pp,mdb -A     # databases, policies, shares
-  kubectl --kubeconfig %[2]s get nodes,pods -A
-  bin/localfed status                                   # every process and its pid
-  make localfed-down                                    # stop everything and remove %[3]s
-
-  logs in %[4]s/<component>.log, pids in %[5]s/<component>.pid; docs/localfed.md shows fault scenarios
-`, hub, rel(f.dir.kubeconfig(f.st.Members[0].Name)), rel(string(f.dir)), rel(f.dir.path("logs")), rel(f.dir.path("pids")))
+	lines := [][2]string{
+		{hub + " get mc", "the members, Ready"},
+		{hub + " get dbc,cpp,pp,mdb -A", "databases, policies, shares"},
+		{"kubectl --kubeconfig " + rel(f.dir.kubeconfig(f.st.Members[0].Name)) + " get nodes,pods -A", "a member"},
+		{"bin/localfed status", "every process and its pid"},
+		{"make localfed-down", "stop everything and remove " + rel(string(f.dir))},
+	}
+	width := 0
+	for _, l := range lines {
+		width = max(width, len(l[0]))
+	}
+	fmt.Println()
+	for _, l := range lines {
+		fmt.Printf("  %-*s  # %s\n", width, l[0], l[1])
+	}
+	fmt.Printf("\n  logs in %s/<component>.log, pids in %s/<component>.pid; docs/localfed.md shows fault scenarios\n",
+		rel(f.dir.path("logs")), rel(f.dir.path("pids")))
 }
