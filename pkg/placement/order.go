@@ -94,6 +94,9 @@ func commonPrefix(clusters []Cluster) int {
 	n := len(first)
 	for i := 1; i < len(clusters) && n > 0; i++ {
 		name := clusters[i].Name
+		if len(name) >= n && name[:n] == first[:n] {
+			continue // the usual case, one comparison instead of a loop over bytes
+		}
 		m := min(n, len(name))
 		j := 0
 		for j < m && name[j] == first[j] {
