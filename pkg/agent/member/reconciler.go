@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -73,7 +74,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	member := cl.GetClient()
 
 	if !mdb.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.cleanup(ctx, hub, member, mdb)
+		return ctrl.Result{}, r.cleanup(ctx, hub, member, mdb, req.ClusterName)
 	}
 	if !controllerutil.ContainsFinalizer(mdb, dbfleetv1alpha1.MemberDatabaseFinalizer) {
 		patched := mdb.DeepCopy()
@@ -308,7 +309,7 @@ func labelPods(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.M
 // cleanup removes the share's objects from the member cluster, then lets the MemberDatabase go
 // by dropping the agent's finalizer: that is the hub's confirmation. Volumes follow the
 // StatefulSet's retention policy (kept unless the user asked for Delete).
-func (r *Reconciler) cleanup(ctx context.Context, hub, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase) error {
+func (r *Reconciler) cleanup(ctx context.Context, hub, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, cluster string) error {
 	ns, name := mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name
 	for _, obj := range []client.Object{
 		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
@@ -319,6 +320,11 @@ func (r *Reconciler) cleanup(ctx context.Context, hub, member client.Client, mdb
 		if err := deleteOwned(ctx, member, obj); err != nil {
 			return err
 		}
+	}
+	// Whatever epoch it names, this cluster's primary Lease goes with the share: a database
+	// re-created under the same name must not find a stale but unexpired Lease here.
+	if err := fence.ReleasePrimaryLease(ctx, member, ns, name, cluster, math.MaxInt64); err != nil {
+		return err
 	}
 	if controllerutil.ContainsFinalizer(mdb, dbfleetv1alpha1.MemberDatabaseFinalizer) {
 		patched := mdb.DeepCopy()

@@ -14,6 +14,7 @@ import (
 // Reasons of the FailoverInProgress condition.
 const (
 	ReasonWaitingForFencing      = "WaitingForFencing"
+	ReasonWaitingForEviction     = "WaitingForEviction"
 	ReasonManualFailoverRequired = "ManualFailoverRequired"
 	ReasonPromoted               = "Promoted"
 	ReasonFailoverComplete       = "FailoverComplete"

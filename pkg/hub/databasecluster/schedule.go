@@ -137,6 +137,15 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 				}
 				return out.RequeueAfter, nil
 			}
+		} else if placedOn(planned, from) {
+			// The old primary's cluster is unhealthy but its share is not evicted yet (its taint is
+			// still tolerated): the primary stays until the eviction, which comes at grace +
+			// toleration after the last renewal.
+			msg := fmt.Sprintf("primary cluster %s is not ready; the primary moves when its share is evicted (after the policy's toleration)", from)
+			if setFailover(dbc, metav1.ConditionTrue, ReasonWaitingForEviction, msg) {
+				r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, ReasonWaitingForEviction, "Failover", "%s", msg)
+			}
+			return out.RequeueAfter, nil
 		} else if wait, reason, msg := r.failoverGate(dbc, old, from, now); wait > 0 {
 			// Keep the placement in force, old share and primary included, until it is safe.
 			if setFailover(dbc, metav1.ConditionTrue, reason, msg) {
@@ -291,4 +300,14 @@ func truncate(s string) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// placedOn reports whether the DatabaseCluster's status places replicas on cluster.
+func placedOn(dbc *dbfleetv1alpha1.DatabaseCluster, cluster string) bool {
+	for _, p := range dbc.Status.Placements {
+		if p.Cluster == cluster {
+			return true
+		}
+	}
+	return false
 }

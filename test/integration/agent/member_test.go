@@ -6,8 +6,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/agent/fence"
 	"github.com/dbfleet/dbfleet/pkg/agent/member"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
@@ -329,11 +332,16 @@ func TestRemovalCleansUpAndConfirms(t *testing.T) {
 		return controllerutil.ContainsFinalizer(m, dbfleetv1alpha1.MemberDatabaseFinalizer) &&
 			condition(m, dbfleetv1alpha1.ConditionApplied, metav1.ConditionTrue)
 	})
+	// The share's primary Lease, as a live primary leaves it behind.
+	if err := fence.RenewPrimaryLease(s.ctx, east.Client, s.ns, s.db, fence.Holder(clusterName, 1), time.Now(), 15*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
 	if err := hub.Client.Delete(s.ctx, s.mdb); err != nil {
 		t.Fatal(err)
 	}
 	waitGone(t, hub.Client, s.mdb)
 	for _, obj := range []client.Object{
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: fence.PrimaryLeaseName(s.db)}},
 		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.db}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.db}},
 		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: member.PrimaryPDBName(s.db)}},

@@ -249,3 +249,34 @@ func TestSwitchoverByPreference(t *testing.T) {
 		t.Errorf("a switchover moved replicas: %v", shares(moved))
 	}
 }
+
+// TestPrimaryStaysUntilEviction: an unhealthy primary cluster whose taint is still tolerated
+// keeps the primary (and its share) until the toleration runs out, as grace + toleration says.
+func TestPrimaryStaysUntilEviction(t *testing.T) {
+	const toleration = 4
+	f := newFixture(t)
+	startHub(t)
+	f.member("a", "r1", 100)
+	f.member("b", "r2", 100)
+	failoverPolicy(f, toleration)
+	f.database("orders", 2, map[string]string{"app": "orders"})
+	dbc := f.waitDatabase("orders", "placed on both", func(d *dbfleetv1alpha1.DatabaseCluster) bool { return len(d.Status.Placements) == 2 })
+	old := dbc.Status.Primary.Cluster
+	lost := time.Now()
+	f.loseCluster(old, 1) // fences fast: only the toleration holds the primary
+	held := f.waitDatabase("orders", "waiting for eviction", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, databasecluster.ReasonWaitingForEviction)
+	})
+	if held.Status.Primary.Cluster != old {
+		t.Fatalf("primary moved before the eviction: %+v", held.Status.Primary)
+	}
+	moved := f.waitDatabase("orders", "promoted after the eviction", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return d.Status.Primary.Cluster != old
+	})
+	if took := time.Since(lost); took < toleration*time.Second {
+		t.Errorf("primary moved %s after the loss, before the %ds toleration", took, toleration)
+	}
+	if _, onOld := shares(moved)[old]; onOld {
+		t.Errorf("old cluster still placed after the primary moved: %v", shares(moved))
+	}
+}
