@@ -57,7 +57,7 @@ type scheduler struct {
 	nodes []node
 	ws    *workspace
 	texts taintTexts
-	// groupOf[t][node] is the node's group id for topology constraint t, -1 until group interns
+	// groupOf[t][node] is 1 + the node's group id for topology constraint t, 0 until group interns
 	// it with groupIDs[t].
 	groupOf  [][]int32
 	groupIDs []map[string]int32
@@ -122,7 +122,9 @@ func (s *scheduler) buildNodes() error {
 	s.ws.nodes = grow(s.ws.nodes, len(order))
 	s.nodes = s.ws.nodes
 	for i, o := range order {
-		s.nodes[i] = node{cluster: o}
+		n := &s.nodes[i]
+		*n = node{cluster: o}
+		s.judge(n, &in.Clusters[o]) // as holding nothing: joinPrevious judges holders again
 	}
 	if len(s.statics) > 0 {
 		s.ws.weightOf = grow(s.ws.weightOf, len(s.nodes))
@@ -132,22 +134,22 @@ func (s *scheduler) buildNodes() error {
 		}
 	}
 	s.joinPrevious()
-	for i := range s.nodes {
-		n := &s.nodes[i]
-		c := &in.Clusters[n.cluster]
-		if !c.Ready || len(c.Taints) > 0 { // otherwise eligible, as the zero verdict says
-			n.health = judgeHealth(c, n.prev > 0, s.tolerations, in.Now, &s.texts)
-		}
-		switch {
-		case n.health.elig != eligible:
-			n.free = 0
-		case c.Unlimited:
-			n.free = int64(in.Replicas)
-		default:
-			n.free = int64(max(c.AvailableReplicas, 0))
-		}
-	}
 	return nil
+}
+
+// judge works out the node's health and how many replicas it may gain, given its previous share.
+func (s *scheduler) judge(n *node, c *Cluster) {
+	if !c.Ready || len(c.Taints) > 0 { // otherwise eligible, as the zero verdict says
+		n.health = judgeHealth(c, n.prev > 0, s.tolerations, s.in.Now, &s.texts)
+	}
+	switch {
+	case n.health.elig != eligible:
+		n.free = 0
+	case c.Unlimited:
+		n.free = int64(s.in.Replicas)
+	default:
+		n.free = int64(max(c.AvailableReplicas, 0))
+	}
 }
 
 // joinPrevious copies the previous shares onto the nodes. Previous comes from status, which the
@@ -176,6 +178,7 @@ func (s *scheduler) joinPrevious() {
 			continue
 		}
 		n.prev = sh.Replicas
+		s.judge(n, s.cluster(int32(i))) // a cluster that may only hold keeps its share
 		if r := sh.Ordinals; r.Start >= 0 && r.Count > 0 && int64(r.Start)+int64(r.Count) <= maxOrdinal {
 			n.prevRange, n.hasRange = r, true
 			withRange = append(withRange, int32(i))

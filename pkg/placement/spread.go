@@ -99,7 +99,7 @@ type selection struct {
 	groups  []int
 }
 
-// initGroups prepares group: once per decision, every node's group is unknown (-1).
+// initGroups prepares group: once per decision, every node's group is unknown (0).
 func (s *scheduler) initGroups() {
 	if s.groupOf != nil {
 		return
@@ -110,9 +110,7 @@ func (s *scheduler) initGroups() {
 	for t := range s.spread.topology {
 		s.ws.group[t] = grow(s.ws.group[t], len(s.nodes))
 		s.groupOf[t] = s.ws.group[t]
-		for i := range s.groupOf[t] {
-			s.groupOf[t][i] = -1
-		}
+		clear(s.groupOf[t])
 		s.groupIDs[t] = map[string]int32{}
 	}
 }
@@ -122,17 +120,17 @@ func (s *scheduler) initGroups() {
 // because selection usually stops after the best-ranked few hundred clusters, so most clusters of
 // a large fleet are never hashed.
 func (s *scheduler) group(t int, n int32) int32 {
-	g := s.groupOf[t][n]
-	if g < 0 {
-		v := s.spread.topology[t].field.of(s.cluster(n))
-		ids := s.groupIDs[t]
-		var known bool
-		if g, known = ids[v]; !known {
-			g = int32(len(ids))
-			ids[v] = g
-		}
-		s.groupOf[t][n] = g
+	if g := s.groupOf[t][n]; g > 0 {
+		return g - 1
 	}
+	v := s.spread.topology[t].field.of(s.cluster(n))
+	ids := s.groupIDs[t]
+	g, known := ids[v]
+	if !known {
+		g = int32(len(ids))
+		ids[v] = g
+	}
+	s.groupOf[t][n] = g + 1
 	return g
 }
 

@@ -5,13 +5,14 @@ import (
 	"math/bits"
 )
 
-// party is one cluster in a divisor-method apportionment.
+// party is one cluster in a divisor-method apportionment. Fields are ordered so that it takes 24
+// bytes: a large fleet has a party per cluster.
 type party struct {
+	// weight is the cluster's votes; parties with weight 0 never get a seat.
+	weight int64
 	// node is the cluster's index in name order; it breaks the last ties, so results never
 	// depend on input order.
 	node int32
-	// weight is the cluster's votes; parties with weight 0 never get a seat.
-	weight int64
 	// limit is the most seats the party may get.
 	limit int32
 	// favoured seats are the first ones the party held in the previous decision: on an exact tie
