@@ -22,6 +22,7 @@ func Schedule(in Input) (Decision, error) {
 	}
 	s := &scheduler{in: &in, compiled: placement, ws: workspaces.Get().(*workspace)}
 	defer s.ws.release()
+	s.ws.fit(len(in.Clusters))
 	s.ws.whys.reset()
 	s.texts.whys = &s.ws.whys
 	if err := s.buildNodes(); err != nil {
