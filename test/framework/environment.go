@@ -3,6 +3,9 @@ package framework
 import (
 	"fmt"
 	"os"
+	"sync"
+
+	"github.com/go-logr/logr"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -10,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/dbfleet/dbfleet/pkg/scheme"
 )
@@ -44,7 +48,16 @@ func StartMember(name string) (*Environment, error) {
 	return start(name, nil)
 }
 
+// quietLogs keeps controller-runtime from printing a stack trace about its unset logger in every
+// suite; DBFLEET_TEST_LOGS=1 leaves logging to the suite (which then sets a real logger).
+var quietLogs sync.Once
+
 func start(name string, crdDirs []string) (*Environment, error) {
+	quietLogs.Do(func() {
+		if os.Getenv("DBFLEET_TEST_LOGS") == "" {
+			ctrllog.SetLogger(logr.Discard())
+		}
+	})
 	bin, err := BinDir()
 	if err != nil {
 		return nil, err
