@@ -61,26 +61,52 @@ func (s *scheduler) divideStatic(chosen []int32) string {
 	}
 	// No entry matches a chosen cluster: each weighs 1.
 	equal := sum == 0
-	// Sized up front, so the appends below stay within the workspace's array.
-	s.ws.parties = grow(s.ws.parties, len(chosen))
-	parties := s.ws.parties[:0]
+	weight := func(i int32) int64 {
+		if equal {
+			return 1
+		}
+		return s.weightOf[i]
+	}
+	limit := func(n *node) int32 {
+		if n.health.elig != eligible {
+			return n.prev
+		}
+		return noLimit
+	}
+	// The clusters that may win a seat, in name order, each with its first-seat key. Only the
+	// first spec.replicas of them can win one (see firstSeated), so over a large fleet the parties
+	// are these alone. Sized up front, so the appends stay within the workspace's arrays.
+	s.ws.weighted = grow(s.ws.weighted, len(chosen))
+	s.ws.keys = grow(s.ws.keys, len(chosen))
+	weighted, keys, fit := s.ws.weighted[:0], s.ws.keys[:0], len(s.nodes) <= indexMask
 	for _, i := range chosen {
 		n := &s.nodes[i]
-		weight := int64(1)
-		if !equal {
-			weight = s.weightOf[i]
-		}
-		if weight == 0 {
+		switch {
+		case weight(i) == 0:
 			n.exclude(whyNoWeight)
 			continue
+		case limit(n) == 0:
+			continue
 		}
-		limit := int32(noLimit)
-		if n.health.elig != eligible {
-			limit = n.prev
-		}
-		parties = append(parties, party{node: i, weight: weight, limit: limit, favoured: n.prev})
+		key, fits := firstSeatKey(weight(i), n.prev, i)
+		weighted, keys, fit = append(weighted, i), append(keys, key), fit && fits
 	}
-	placed := apportion(parties, int64(s.in.Replicas), s.ws)
+	seats := int64(s.in.Replicas)
+	if fit && seats < int64(len(weighted)) {
+		s.ws.scratch = grow(s.ws.scratch, len(keys))
+		radixSortAbove(keys, s.ws.scratch, indexBits) // the keys end in increasing nodes
+		weighted = weighted[:seats]
+		for k := range weighted {
+			weighted[k] = int32(keys[k] & indexMask)
+		}
+	}
+	s.ws.parties = grow(s.ws.parties, len(weighted))
+	parties := s.ws.parties[:0]
+	for _, i := range weighted {
+		n := &s.nodes[i]
+		parties = append(parties, party{node: i, weight: weight(i), limit: limit(n), favoured: n.prev})
+	}
+	placed := apportion(parties, seats, s.ws)
 	s.applySeats(parties, false)
 	if placed < int64(s.in.Replicas) {
 		return fmt.Sprintf("they can hold only %d of %d replicas: the weighted clusters that may gain replicas are none", placed, s.in.Replicas)

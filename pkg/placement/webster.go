@@ -41,16 +41,13 @@ func apportion(parties []party, seats int64, ws *workspace) int64 {
 		}
 	}
 	if 0 < seats && seats < int64(len(h.order)) {
-		var ranked bool
-		h.order, ranked = firstSeated(parties, h.order, int(seats), ws)
-		// When even the heaviest party's second seat (weight/3) ranks below the last of these
-		// first seats (the lightest), the seats are exactly these first seats.
-		if ranked && parties[h.order[0]].weight < 3*parties[h.order[seats-1]].weight {
-			for _, i := range h.order {
-				parties[i].seats = 1
-			}
-			return seats
+		h.order = firstSeated(parties, h.order, int(seats), ws)
+	}
+	if int64(len(h.order)) == seats && oneSeatEach(parties, h.order) {
+		for _, i := range h.order {
+			parties[i].seats = 1
 		}
+		return seats
 	}
 	h.init()
 	placed := int64(0)
@@ -66,33 +63,38 @@ func apportion(parties []party, seats int64, ws *workspace) int64 {
 	return placed
 }
 
+// oneSeatEach reports whether, with as many seats as parties, each party wins exactly one: when
+// even the heaviest party's second seat (weight/3) ranks below the lightest one's first seat,
+// every first seat comes before every second seat.
+func oneSeatEach(parties []party, order []int32) bool {
+	if len(order) == 0 {
+		return false
+	}
+	heaviest, lightest := parties[order[0]].weight, parties[order[0]].weight
+	for _, i := range order {
+		heaviest, lightest = max(heaviest, parties[i].weight), min(lightest, parties[i].weight)
+	}
+	return heaviest/3 < lightest && heaviest < 3*lightest // the first test keeps the product in range
+}
+
 // firstSeated narrows order, the parties that may win seats, to the `seats` whose first seat
 // comes first: no other party can win one, since `seats` first seats rank ahead of its own and a
-// party's later seats rank behind its first. With a static weight list over a large fleet there
-// are many more parties than seats, and the heap then holds only these.
-//
-// First seats rank by weight (more first), then favoured, then name. Each party becomes one
-// integer key ending in its position in order; when the parties are in name order, as callers
-// over a large fleet pass them, a stable radix sort on the leading bits ranks them exactly.
-// It then returns them in that order, and ranked set. Otherwise, or with weights beyond 2^39,
-// order is returned unchanged.
-func firstSeated(parties []party, order []int32, seats int, ws *workspace) (_ []int32, ranked bool) {
-	const weightBits = 64 - indexBits - 1
+// party's later seats rank behind its first. With many more parties than seats (dynamic weights
+// over a large fleet) the heap then holds only these. When the parties are not in name order, or
+// their weights do not fit firstSeatKey, order is returned unchanged.
+func firstSeated(parties []party, order []int32, seats int, ws *workspace) []int32 {
 	if len(order) > indexMask {
-		return order, false
+		return order
 	}
 	ws.keys = grow(ws.keys, len(order))
 	keys := ws.keys
 	for k, i := range order {
 		p := &parties[i]
-		if p.weight >= 1<<weightBits || (k > 0 && p.node < parties[order[k-1]].node) {
-			return order, false
+		key, fits := firstSeatKey(p.weight, p.favoured, int32(k))
+		if !fits || (k > 0 && p.node < parties[order[k-1]].node) {
+			return order
 		}
-		var unfavoured uint64
-		if p.favoured <= 0 {
-			unfavoured = 1
-		}
-		keys[k] = uint64(1<<weightBits-1-p.weight)<<(indexBits+1) | unfavoured<<indexBits | uint64(k)
+		keys[k] = key
 	}
 	ws.scratch = grow(ws.scratch, len(order))
 	radixSortAbove(keys, ws.scratch, indexBits)
@@ -102,7 +104,23 @@ func firstSeated(parties []party, order []int32, seats int, ws *workspace) (_ []
 	for k := range seats {
 		order[k] = int32(keys[k])
 	}
-	return order[:seats], true
+	return order[:seats]
+}
+
+// firstSeatKey makes a party's first seat an integer key: sorted by radixSortAbove, keys of
+// parties in name order ending in increasing numbers (positions or nodes, below 2^indexBits) rank
+// first seats as nextFirst does: more weight first, then favoured, then name. It reports whether
+// the weight fits (below 2^39); the key ends in low either way.
+func firstSeatKey(weight int64, favoured, low int32) (key uint64, fits bool) {
+	const weightBits = 64 - indexBits - 1
+	if weight >= 1<<weightBits {
+		return uint64(low), false
+	}
+	var unfavoured uint64
+	if favoured <= 0 {
+		unfavoured = 1
+	}
+	return uint64(1<<weightBits-1-weight)<<(indexBits+1) | unfavoured<<indexBits | uint64(low), true
 }
 
 // partyHeap is a binary max-heap, by nextFirst, of indexes into parties. It is written out rather

@@ -19,6 +19,7 @@ type workspace struct {
 	inGroup  [][]bool
 	weightOf []int64
 	parties  []party
+	weighted []int32
 	heap     []int32
 	// known[k] says Previous.Shares[k] names an input cluster; withRange lists the nodes with a
 	// usable previous range.
