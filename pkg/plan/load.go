@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -44,7 +45,7 @@ func LoadFiles(paths []string) (*Fleet, error) {
 }
 
 func (f *Fleet) load(path string, data []byte) error {
-	reader := utilyaml.NewYAMLReader(bufioReader(data))
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for doc := 1; ; doc++ {
 		raw, err := reader.Read()
 		if errors.Is(err, io.EOF) {

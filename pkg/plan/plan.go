@@ -1,8 +1,6 @@
 package plan
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"slices"
 	"strings"
@@ -56,5 +54,3 @@ func Run(f *Fleet, now time.Time) []Result {
 	})
 	return results
 }
-
-func bufioReader(data []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(data)) }
