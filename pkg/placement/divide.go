@@ -210,7 +210,7 @@ func (s *scheduler) scaleUp(chosen []int32, extra int64) string {
 	targets := chosen
 	var room int64
 	for _, i := range chosen {
-		room += s.nodes[i].free
+		room += int64(s.nodes[i].free)
 	}
 	if room < extra {
 		return fmt.Sprintf("they can take only %d more replicas and %d are needed", room, extra)
@@ -222,7 +222,7 @@ func (s *scheduler) scaleUp(chosen []int32, extra int64) string {
 	parties := s.ws.parties[:0]
 	for _, i := range targets {
 		if f := s.nodes[i].free; f > 0 {
-			parties = append(parties, party{node: i, weight: f, limit: int32(min(f, noLimit))})
+			parties = append(parties, party{node: i, weight: int64(f), limit: f})
 		}
 	}
 	apportion(parties, extra, s.ws)
@@ -267,7 +267,7 @@ func (s *scheduler) fewestFor(chosen []int32, extra int64) []int32 {
 	})
 	var sum int64
 	for k, i := range order {
-		sum += s.nodes[i].free
+		sum += int64(s.nodes[i].free)
 		if sum >= extra {
 			order = order[:k+1]
 			break

@@ -76,7 +76,7 @@ type node struct {
 	prevRange v1alpha1.OrdinalRange
 	// free is how many replicas the cluster may gain: 0 when it may only hold, spec.replicas when
 	// capacity does not limit it (Karmada's rule for unbounded estimates).
-	free    int64
+	free    int32
 	cluster int32 // index in Input.Clusters
 	prev    int32 // previous share, 0 if none
 	// share is the result of the current attempt; why explains a cluster left without one.
@@ -91,7 +91,7 @@ type node struct {
 
 // capacity is how many replicas of this database the cluster could hold in all (Karmada's
 // AvailableReplicas: assigned plus allocatable).
-func (n *node) capacity() int64 { return int64(n.prev) + n.free }
+func (n *node) capacity() int64 { return int64(n.prev) + int64(n.free) }
 
 func (n *node) exclude(why explID) {
 	n.share = 0
@@ -147,9 +147,9 @@ func (s *scheduler) judge(n *node, c *Cluster) {
 	case n.health.elig != eligible:
 		n.free = 0
 	case c.Unlimited:
-		n.free = int64(s.in.Replicas)
+		n.free = s.in.Replicas
 	default:
-		n.free = int64(max(c.AvailableReplicas, 0))
+		n.free = max(c.AvailableReplicas, 0)
 	}
 }
 
