@@ -49,8 +49,17 @@ func apportion(parties []party, seats int64, ws *workspace) int64 {
 		}
 		return seats
 	}
+	placed := settleSure(parties, h.order, seats)
+	if placed > 0 {
+		open := h.order[:0] // the parties below their limit
+		for _, i := range h.order {
+			if parties[i].seats < parties[i].limit {
+				open = append(open, i)
+			}
+		}
+		h.order = open
+	}
 	h.init()
-	placed := int64(0)
 	for ; placed < seats && len(h.order) > 0; placed++ {
 		top := &parties[h.order[0]]
 		top.seats++
@@ -61,6 +70,34 @@ func apportion(parties []party, seats int64, ws *workspace) int64 {
 		}
 	}
 	return placed
+}
+
+// settleSure gives each party the seats whose priority, weight/(2*seats+1), exceeds x =
+// W/(2*seats-n), W being the parties' total weight and n their number, and returns how many
+// that is. A party of weight w has at most w/2x + 1/2 such seats, so there are at most `seats`
+// of them, and they are the first ones the method hands out: the heap only places the rest.
+// It gives none when seats are fewer than half the parties, or weights reach 2^31.
+func settleSure(parties []party, order []int32, seats int64) int64 {
+	q := 2*seats - int64(len(order))
+	if q <= 0 || q >= 1<<31 {
+		return 0
+	}
+	var p int64 // x = p/q
+	for _, i := range order {
+		if parties[i].weight >= 1<<31 {
+			return 0
+		}
+		p += parties[i].weight
+	}
+	var settled int64
+	for _, i := range order {
+		pt := &parties[i]
+		// The seats k with w/(2k+1) > p/q are those with an odd 2k+1 <= (w*q-1)/p.
+		sure := min(((pt.weight*q-1)/p+1)/2, int64(pt.limit))
+		pt.seats = int32(sure)
+		settled += sure
+	}
+	return settled
 }
 
 // oneSeatEach reports whether, with as many seats as parties, each party wins exactly one: when

@@ -69,3 +69,31 @@ func TestApportionMatchesGreedy(t *testing.T) {
 		}
 	}
 }
+
+// TestApportionSmall compares small apportionments with the direct method, where exact ties
+// between seats are frequent: they decide at the edges of the shortcuts apportion takes.
+func TestApportionSmall(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 17))
+	ws := new(workspace)
+	for round := range 100000 {
+		parties := make([]party, 1+r.IntN(6))
+		for i := range parties {
+			parties[i] = party{node: int32(i), weight: int64(1 + r.IntN(6)), limit: int32(1 + r.IntN(4)), favoured: int32(r.IntN(3))}
+			if r.IntN(3) == 0 {
+				parties[i].limit = noLimit
+			}
+		}
+		seats := int64(r.IntN(16))
+		want := append([]party(nil), parties...)
+		wantPlaced := greedyApportion(want, seats)
+		if placed := apportion(parties, seats, ws); placed != wantPlaced {
+			t.Fatalf("round %d: placed %d, want %d", round, placed, wantPlaced)
+		}
+		for i := range parties {
+			if parties[i].seats != want[i].seats {
+				t.Fatalf("round %d, %d seats over %+v: party %d got %d seats, want %d", round, seats, want, i, parties[i].seats, want[i].seats)
+			}
+		}
+	}
+}
+
