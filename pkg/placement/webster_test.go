@@ -96,4 +96,3 @@ func TestApportionSmall(t *testing.T) {
 		}
 	}
 }
-
