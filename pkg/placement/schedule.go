@@ -194,11 +194,13 @@ func (s *scheduler) attempt(t *term) *UnschedulableError {
 	// Scratch slices are sized up front, so appends stay within the workspace's arrays.
 	s.ws.cands = grow(s.ws.cands, len(s.nodes))
 	cands := s.ws.cands[:0]
-	for i := range s.nodes {
-		n := &s.nodes[i]
+	// Locals, which the loop need not reload after each store to a node.
+	nodes, clusters, aff, weightOf := s.nodes, s.in.Clusters, t.aff, s.weightOf
+	for i := range nodes {
+		n := &nodes[i]
 		n.share, n.why = 0, whyNone
-		c := &s.in.Clusters[n.cluster]
-		if m := t.aff.match(c); m != matched {
+		c := &clusters[n.cluster]
+		if m := aff.match(c); m != matched {
 			n.exclude(s.termWhy(t, m))
 			continue
 		}
@@ -210,8 +212,8 @@ func (s *scheduler) attempt(t *term) *UnschedulableError {
 			n.exclude(n.health.why)
 			continue
 		}
-		if s.weightOf != nil && s.weightOf[i] < 0 { // once per decision, while the labels are in cache
-			s.weightOf[i] = s.staticWeight(c)
+		if weightOf != nil && weightOf[i] < 0 { // once per decision, while the labels are in cache
+			weightOf[i] = s.staticWeight(c)
 		}
 		cands = append(cands, int32(i))
 	}
@@ -274,10 +276,12 @@ func (s *scheduler) decision(affinityName string) Decision {
 	d.Excluded = make([]Exclusion, len(s.nodes)-holders)
 	s.ws.owners = grow(s.ws.owners, holders)
 	owners := s.ws.owners[:0] // owners[k] is the node of d.Shares[k]
+	// Locals, which the loop need not reload after each store into the result.
+	nodes, clusters, whys, excluded := s.nodes, s.in.Clusters, s.ws.whys, d.Excluded
 	k := 0
-	for i := range s.nodes {
-		n := &s.nodes[i]
-		name := s.in.Clusters[n.cluster].Name
+	for i := range nodes {
+		n := &nodes[i]
+		name := clusters[n.cluster].Name
 		if n.share > 0 {
 			d.Shares = append(d.Shares, Share{Cluster: name, Replicas: n.share})
 			owners = append(owners, int32(i))
@@ -286,10 +290,10 @@ func (s *scheduler) decision(affinityName string) Decision {
 		if n.why == whyNone {
 			n.why = whyRoundedToZero
 		}
-		why := s.why(n.why)
+		why := whys[n.why]
 		// Field by field: assigning a whole struct with pointers costs a bulk write barrier while
 		// the garbage collector runs, which dominated large fleets.
-		e := &d.Excluded[k]
+		e := &excluded[k]
 		e.Cluster, e.Reason, e.Message = name, why.reason, why.message
 		k++
 	}
