@@ -81,16 +81,16 @@ const (
 // explain describes a mismatch. It is called once per decision and kind actually met (see
 // scheduler.termWhy), not per cluster, and never for staticWeightList targets, so compiling a
 // placement builds no message.
-func (m *affinity) explain(k mismatch) *explanation {
+func (m *affinity) explain(k mismatch) explanation {
 	switch k {
 	case mismatchExcluded:
-		return &explanation{ReasonClusterAffinity, "listed in " + m.path.String() + ".exclude"}
+		return explanation{ReasonClusterAffinity, "listed in " + m.path.String() + ".exclude"}
 	case mismatchNotNamed:
-		return &explanation{ReasonClusterAffinity, "not listed in " + m.path.String() + ".clusterNames"}
+		return explanation{ReasonClusterAffinity, "not listed in " + m.path.String() + ".clusterNames"}
 	case mismatchLabels:
-		return &explanation{ReasonClusterAffinity, "labels do not match " + m.path.String() + ".labelSelector"}
+		return explanation{ReasonClusterAffinity, "labels do not match " + m.path.String() + ".labelSelector"}
 	default:
-		return &explanation{ReasonClusterAffinity, "provider, region or zone does not match " + m.path.String() + ".fieldSelector"}
+		return explanation{ReasonClusterAffinity, "provider, region or zone does not match " + m.path.String() + ".fieldSelector"}
 	}
 }
 
@@ -252,7 +252,7 @@ func compileLabelSelector(sel *metav1.LabelSelector) ([]labelRequirement, error)
 		reqs = append(reqs, labelRequirement{key: k, op: opIn, values: []string{v}})
 	}
 	for _, e := range sel.MatchExpressions {
-		// LabelSelectorAsSelector rejected any other operator.
+		// Any other operator was rejected above.
 		reqs = append(reqs, labelRequirement{key: e.Key, op: operators[string(e.Operator)], values: e.Values})
 	}
 	// Map iteration order must not leak into anything observable; sorting keeps compiled

@@ -149,7 +149,7 @@ type taintKey struct {
 	deadline time.Time
 }
 
-func (t *taintTexts) get(k taintKey, build func() *explanation) explID {
+func (t *taintTexts) get(k taintKey, build func() explanation) explID {
 	if t.lastID != whyNone && k == t.last {
 		return t.lastID
 	}
@@ -166,23 +166,23 @@ func (t *taintTexts) get(k taintKey, build func() *explanation) explID {
 }
 
 func (t *taintTexts) expired(taint *corev1.Taint, deadline time.Time) explID {
-	return t.get(taintKey{taint.Key, taint.Value, taint.Effect, 1, deadline}, func() *explanation {
+	return t.get(taintKey{taint.Key, taint.Value, taint.Effect, 1, deadline}, func() explanation {
 		text := taintText(taint)
-		return &explanation{taintReason(taint, text), "toleration of " + text + " expired at " + deadline.UTC().Format(time.RFC3339)}
+		return explanation{taintReason(taint, text), "toleration of " + text + " expired at " + deadline.UTC().Format(time.RFC3339)}
 	})
 }
 
 func (t *taintTexts) evicting(taint *corev1.Taint, deadline time.Time) explID {
-	return t.get(taintKey{taint.Key, taint.Value, taint.Effect, 2, deadline}, func() *explanation {
+	return t.get(taintKey{taint.Key, taint.Value, taint.Effect, 2, deadline}, func() explanation {
 		text := taintText(taint)
-		return &explanation{taintReason(taint, text), "evicted at " + deadline.UTC().Format(time.RFC3339) + " by " + text + "; gets no new replicas"}
+		return explanation{taintReason(taint, text), "evicted at " + deadline.UTC().Format(time.RFC3339) + " by " + text + "; gets no new replicas"}
 	})
 }
 
 func (t *taintTexts) untolerated(taint *corev1.Taint) explID {
-	return t.get(taintKey{key: taint.Key, value: taint.Value, effect: taint.Effect}, func() *explanation {
+	return t.get(taintKey{key: taint.Key, value: taint.Value, effect: taint.Effect}, func() explanation {
 		text := taintText(taint)
-		return &explanation{taintReason(taint, text), "taint " + text + " is not tolerated by clusterTolerations"}
+		return explanation{taintReason(taint, text), "taint " + text + " is not tolerated by clusterTolerations"}
 	})
 }
 

@@ -63,7 +63,7 @@ const (
 	numFixedWhys
 )
 
-var fixedWhys = [numFixedWhys]*explanation{
+var fixedWhys = [numFixedWhys]explanation{
 	whyNotReady:        {ReasonNotReady, "the cluster is not Ready"},
 	whyNotSelected:     {ReasonNotSelected, "spreadConstraints chose other clusters"},
 	whyNoWeight:        {ReasonNoWeight, "no staticWeightList entry matches the cluster"},
@@ -79,11 +79,11 @@ var fixedWhys = [numFixedWhys]*explanation{
 
 // whyTable holds one decision's explanations, indexed by explID: the fixed ones, then those built
 // for this decision (affinity terms, taints), each added once however many clusters share it.
-type whyTable []*explanation
+type whyTable []explanation
 
 func (t *whyTable) reset() { *t = append((*t)[:0], fixedWhys[:]...) }
 
-func (t *whyTable) add(e *explanation) explID {
+func (t *whyTable) add(e explanation) explID {
 	*t = append(*t, e)
 	return explID(len(*t) - 1)
 }

@@ -68,6 +68,8 @@ type scheduler struct {
 	// steadyKept is set when Steady division kept or shrank the previous shares, so clusters
 	// without one got nothing by design.
 	steadyKept bool
+	// chosen are the clusters the successful attempt divided the replicas among.
+	chosen []int32
 }
 
 // node is one cluster and what this decision derived about it. It is kept small, and free of
@@ -102,7 +104,7 @@ func (n *node) exclude(why explID) {
 func (s *scheduler) cluster(i int32) *Cluster { return &s.in.Clusters[s.nodes[i].cluster] }
 
 // why is the explanation numbered id.
-func (s *scheduler) why(id explID) *explanation { return s.ws.whys[id] }
+func (s *scheduler) why(id explID) *explanation { return &s.ws.whys[id] }
 
 // termWhy numbers the explanation of mismatch k of term t, building it the first time it is met.
 func (s *scheduler) termWhy(t *term, k mismatch) explID {
@@ -236,6 +238,7 @@ func (s *scheduler) attempt(t *term) *UnschedulableError {
 	if problem := s.divide(chosen); problem != "" {
 		return s.unschedulable(t, len(cands), problem)
 	}
+	s.chosen = chosen
 	return nil
 }
 
@@ -267,7 +270,7 @@ func (s *scheduler) unschedulable(t *term, fit int, problem string) *Unschedulab
 func (s *scheduler) decision(affinityName string) Decision {
 	d := Decision{AffinityName: affinityName}
 	holders := 0
-	for i := range s.nodes {
+	for _, i := range s.chosen { // only they have shares
 		if s.nodes[i].share > 0 {
 			holders++
 		}
@@ -290,7 +293,7 @@ func (s *scheduler) decision(affinityName string) Decision {
 		if n.why == whyNone {
 			n.why = whyRoundedToZero
 		}
-		why := whys[n.why]
+		why := &whys[n.why]
 		// Field by field: assigning a whole struct with pointers costs a bulk write barrier while
 		// the garbage collector runs, which dominated large fleets.
 		e := &excluded[k]
