@@ -2,8 +2,6 @@ package placement
 
 import (
 	"fmt"
-	"sort"
-	"strings"
 
 	"github.com/dbfleet/dbfleet/api/v1alpha1"
 )
@@ -170,7 +168,7 @@ func (s *scheduler) joinPrevious() {
 	withRange := s.ws.withRange[:0]
 	for k := range shares {
 		sh := &shares[k]
-		i, found := sort.Find(len(s.nodes), func(i int) int { return strings.Compare(sh.Cluster, s.cluster(int32(i)).Name) })
+		i, found := s.find(sh.Cluster)
 		s.ws.known[k] = found
 		if !found || s.nodes[i].joined {
 			continue
@@ -189,6 +187,21 @@ func (s *scheduler) joinPrevious() {
 	}
 	s.ws.withRange = withRange
 	s.dropOverlappingRanges(withRange)
+}
+
+// find is the node of the named cluster, by binary search.
+func (s *scheduler) find(name string) (int, bool) {
+	nodes, clusters := s.nodes, s.in.Clusters
+	lo, hi := 0, len(nodes)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if clusters[nodes[m].cluster].Name < name {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(nodes) && clusters[nodes[lo].cluster].Name == name
 }
 
 // attempt places the replicas within one affinity term, leaving shares and reasons on the nodes.
