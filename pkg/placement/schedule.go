@@ -142,13 +142,14 @@ func (s *scheduler) buildNodes() error {
 func (s *scheduler) judge(n *node, c *Cluster) {
 	if !c.Ready || len(c.Taints) > 0 { // otherwise eligible, as the zero verdict says
 		n.health = judgeHealth(c, n.prev > 0, s.tolerations, s.in.Now, &s.texts)
+		if n.health.elig != eligible {
+			n.free = 0
+			return
+		}
 	}
-	switch {
-	case n.health.elig != eligible:
-		n.free = 0
-	case c.Unlimited:
+	if c.Unlimited {
 		n.free = s.in.Replicas
-	default:
+	} else {
 		n.free = max(c.AvailableReplicas, 0)
 	}
 }
