@@ -155,9 +155,6 @@ func (t *taintTexts) get(k taintKey, build func() explanation) explID {
 	}
 	id, ok := t.cache[k]
 	if !ok {
-		if t.cache == nil {
-			t.cache = map[taintKey]explID{}
-		}
 		id = t.whys.add(build())
 		t.cache[k] = id
 	}

@@ -18,11 +18,14 @@ func Schedule(in Input) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	s := &scheduler{in: &in, compiled: placement, ws: workspaces.Get().(*workspace)}
+	s := &scheduler{in: in, compiled: placement, ws: workspaces.Get().(*workspace)}
 	defer s.ws.release()
 	s.ws.fit(len(in.Clusters))
 	s.ws.whys.reset()
-	s.texts.whys = &s.ws.whys
+	if s.ws.taints == nil {
+		s.ws.taints = map[taintKey]explID{}
+	}
+	s.texts.whys, s.texts.cache = &s.ws.whys, s.ws.taints
 	if err := s.buildNodes(); err != nil {
 		return Decision{}, err
 	}
@@ -50,7 +53,7 @@ func Schedule(in Input) (Decision, error) {
 
 // scheduler holds one decision's working state.
 type scheduler struct {
-	in *Input
+	in Input // a copy, so that the scheduler (on the stack) refers to no Input on the heap
 	*compiled
 	// nodes are the input clusters in name order; every index below refers to this slice.
 	nodes []node
@@ -115,7 +118,7 @@ func (s *scheduler) termWhy(t *term, k mismatch) explID {
 // buildNodes orders the clusters by name, rejects duplicates, joins the previous decision and
 // judges each cluster's health once for all affinity terms.
 func (s *scheduler) buildNodes() error {
-	in := s.in
+	in := &s.in
 	order, dup := nameOrder(in.Clusters, s.ws)
 	if dup >= 0 {
 		return fmt.Errorf("%w: cluster %q appears more than once", ErrInvalidPlacement, in.Clusters[dup].Name)

@@ -94,25 +94,29 @@ func (s *spreadSpec) missingField(c *Cluster) explID {
 type selection struct {
 	chosen   []int32
 	capacity int64
-	// inGroup[t][g] says group g of topology constraint t has a chosen cluster; groups[t] counts them.
-	inGroup [][]bool
-	groups  []int
+	// inGroup[t][g] says group g of topology constraint t has a chosen cluster; groups[t] counts
+	// them. There is a topology constraint per field at most.
+	inGroup [len(fieldNames)][]bool
+	groups  [len(fieldNames)]int
 }
 
-// initGroups prepares group: once per decision, every node's group is unknown (0).
+// initGroups prepares group: once per decision, every node's group is unknown (0). The arrays
+// and maps are the workspace's.
 func (s *scheduler) initGroups() {
 	if s.groupOf != nil {
 		return
 	}
-	s.groupOf = make([][]int32, len(s.spread.topology))
-	s.groupIDs = make([]map[string]int32, len(s.spread.topology))
-	s.ws.group = grow(s.ws.group, len(s.spread.topology))
-	for t := range s.spread.topology {
+	nt := len(s.spread.topology)
+	s.ws.group = grow(s.ws.group, nt)
+	s.ws.groupIDs = grow(s.ws.groupIDs, nt)
+	for t := range nt {
 		s.ws.group[t] = grow(s.ws.group[t], len(s.nodes))
-		s.groupOf[t] = s.ws.group[t]
-		clear(s.groupOf[t])
-		s.groupIDs[t] = map[string]int32{}
+		clear(s.ws.group[t])
+		if s.ws.groupIDs[t] == nil {
+			s.ws.groupIDs[t] = map[string]int32{}
+		}
 	}
+	s.groupOf, s.groupIDs = s.ws.group, s.ws.groupIDs
 }
 
 // group is node n's group for topology constraint t: its value of the field, interned as a small
@@ -157,9 +161,9 @@ func (s *scheduler) selectBySpread(cands []int32, need int64) ([]int32, string) 
 	ranked := s.ranked(cands)
 
 	s.ws.chosen = grow(s.ws.chosen, len(ranked))
-	sel := selection{chosen: s.ws.chosen[:0], inGroup: make([][]bool, len(spec.topology)), groups: make([]int, len(spec.topology))}
+	sel := selection{chosen: s.ws.chosen[:0]}
 	s.ws.inGroup = grow(s.ws.inGroup, len(spec.topology))
-	for t := range sel.inGroup {
+	for t := range spec.topology {
 		// Group ids are below the number of nodes; they are interned as selection goes.
 		s.ws.inGroup[t] = grow(s.ws.inGroup[t], len(s.nodes))
 		sel.inGroup[t] = s.ws.inGroup[t]

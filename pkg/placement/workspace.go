@@ -16,6 +16,7 @@ type workspace struct {
 	chosen   []int32
 	taken    []bool
 	group    [][]int32
+	groupIDs []map[string]int32
 	inGroup  [][]bool
 	weightOf []int64
 	parties  []party
@@ -30,8 +31,9 @@ type workspace struct {
 	occupied []interval
 	union    []interval
 	fresh    []bool
-	// whys are the decision's explanations (see explID).
-	whys whyTable
+	// whys are the decision's explanations (see explID), taints those of taints (see taintTexts).
+	whys   whyTable
+	taints map[taintKey]explID
 	// fleet is the largest number of clusters the arrays were sized for.
 	fleet int
 }
@@ -48,10 +50,15 @@ func (w *workspace) fit(n int) {
 	w.fleet = max(w.fleet, n)
 }
 
-// release returns the workspace to the pool. Only whys points outside the workspace, to this
-// decision's messages; dropping them lets the pool keep nothing of the decision alive.
+// release returns the workspace to the pool. Only whys, taints and groupIDs point outside the
+// workspace, to this decision's messages and the clusters' taints and fields; clearing them lets
+// the pool keep nothing of the decision alive.
 func (w *workspace) release() {
 	clear(w.whys)
+	clear(w.taints)
+	for _, ids := range w.groupIDs {
+		clear(ids)
+	}
 	workspaces.Put(w)
 }
 
