@@ -6,7 +6,8 @@ import (
 )
 
 // divide gives each chosen cluster (node indexes in name order) its share, or returns why the
-// replicas do not fit. Chosen clusters left without a replica get the most specific reason known.
+// replicas do not fit. Chosen clusters left without a replica get the most specific reason known;
+// s.holders counts the others.
 func (s *scheduler) divide(chosen []int32) string {
 	var problem string
 	switch s.strat {
@@ -17,9 +18,14 @@ func (s *scheduler) divide(chosen []int32) string {
 	default:
 		problem = s.divideSteady(chosen)
 	}
+	s.holders = 0
 	for _, i := range chosen {
 		n := &s.nodes[i]
-		if n.share > 0 || n.why != whyNone {
+		if n.share > 0 {
+			s.holders++
+			continue
+		}
+		if n.why != whyNone {
 			continue
 		}
 		switch {

@@ -46,6 +46,14 @@ func nameOrder(clusters []Cluster, ws *workspace) (order []int32, dup int32) {
 		keys[i] = nameKey(clusters[i].Name, prefix)<<indexBits | uint64(i)
 	}
 	radixSortAbove(keys, ws.scratch, indexBits) // keys[i] ends in i: in order of the low bits
+	tied := false // names whose keys tie are ordered below; usually there are none
+	for i, k := range keys {
+		order[i] = int32(k & indexMask)
+		tied = tied || (i > 0 && k>>indexBits == keys[i-1]>>indexBits)
+	}
+	if !tied {
+		return order, -1
+	}
 	dup = -1
 	for lo := 0; lo < len(keys); {
 		hi := lo + 1
@@ -53,13 +61,13 @@ func nameOrder(clusters []Cluster, ws *workspace) (order []int32, dup int32) {
 			hi++
 		}
 		if hi-lo > 1 {
-			tied := keys[lo:hi]
-			slices.SortFunc(tied, func(a, b uint64) int {
+			group := keys[lo:hi]
+			slices.SortFunc(group, func(a, b uint64) int {
 				return strings.Compare(clusters[a&indexMask].Name, clusters[b&indexMask].Name)
 			})
-			for j := 1; j < len(tied) && dup < 0; j++ {
-				if clusters[tied[j]&indexMask].Name == clusters[tied[j-1]&indexMask].Name {
-					dup = int32(tied[j] & indexMask)
+			for j := 1; j < len(group) && dup < 0; j++ {
+				if clusters[group[j]&indexMask].Name == clusters[group[j-1]&indexMask].Name {
+					dup = int32(group[j] & indexMask)
 				}
 			}
 		}

@@ -69,8 +69,8 @@ type scheduler struct {
 	// steadyKept is set when Steady division kept or shrank the previous shares, so clusters
 	// without one got nothing by design.
 	steadyKept bool
-	// chosen are the clusters the successful attempt divided the replicas among.
-	chosen []int32
+	// holders counts the clusters divide gave a share.
+	holders int
 }
 
 // node is one cluster and what this decision derived about it. It is kept small, and free of
@@ -255,7 +255,6 @@ func (s *scheduler) attempt(t *term) *UnschedulableError {
 	if problem := s.divide(chosen); problem != "" {
 		return s.unschedulable(t, len(cands), problem)
 	}
-	s.chosen = chosen
 	return nil
 }
 
@@ -286,12 +285,7 @@ func (s *scheduler) unschedulable(t *term, fit int, problem string) *Unschedulab
 // exclusions, all in name order.
 func (s *scheduler) decision(affinityName string) Decision {
 	d := Decision{AffinityName: affinityName}
-	holders := 0
-	for _, i := range s.chosen { // only they have shares
-		if s.nodes[i].share > 0 {
-			holders++
-		}
-	}
+	holders := s.holders
 	d.Shares = make([]Share, 0, holders)
 	d.Excluded = make([]Exclusion, len(s.nodes)-holders)
 	s.ws.owners = grow(s.ws.owners, holders)
