@@ -46,7 +46,7 @@ func nameOrder(clusters []Cluster, ws *workspace) (order []int32, dup int32) {
 		keys[i] = nameKey(clusters[i].Name, prefix)<<indexBits | uint64(i)
 	}
 	radixSortAbove(keys, ws.scratch, indexBits) // keys[i] ends in i: in order of the low bits
-	tied := false // names whose keys tie are ordered below; usually there are none
+	tied := false                               // names whose keys tie are ordered below; usually there are none
 	for i, k := range keys {
 		order[i] = int32(k & indexMask)
 		tied = tied || (i > 0 && k>>indexBits == keys[i-1]>>indexBits)
