@@ -45,8 +45,10 @@ func nameOrder(clusters []Cluster, ws *workspace) (order []int32, dup int32) {
 	for i := range clusters {
 		keys[i] = nameKey(clusters[i].Name, prefix)<<indexBits | uint64(i)
 	}
-	radixSortAbove(keys, ws.scratch, indexBits) // keys[i] ends in i: in order of the low bits
-	tied := false                               // names whose keys tie are ordered below; usually there are none
+	// keys[i] ends in i, so the keys are in order of their low bits.
+	radixSortAbove(keys, ws.scratch, indexBits)
+	// Names whose keys tie are ordered below; usually there are none.
+	tied := false
 	for i, k := range keys {
 		order[i] = int32(k & indexMask)
 		tied = tied || (i > 0 && k>>indexBits == keys[i-1]>>indexBits)
