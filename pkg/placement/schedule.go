@@ -126,9 +126,13 @@ func (s *scheduler) buildNodes() error {
 	s.ws.nodes = grow(s.ws.nodes, len(order))
 	s.nodes = s.ws.nodes
 	for i, o := range order {
-		n := &s.nodes[i]
+		n, c := &s.nodes[i], &in.Clusters[o]
 		*n = node{cluster: o}
-		s.judge(n, &in.Clusters[o]) // as holding nothing: joinPrevious judges holders again
+		if c.Ready && len(c.Taints) == 0 { // eligible, as the zero verdict says: no call
+			n.free = s.room(c)
+		} else {
+			s.judge(n, c) // as holding nothing: joinPrevious judges holders again
+		}
 	}
 	if len(s.statics) > 0 {
 		s.ws.weightOf = grow(s.ws.weightOf, len(s.nodes))
@@ -150,11 +154,15 @@ func (s *scheduler) judge(n *node, c *Cluster) {
 			return
 		}
 	}
+	n.free = s.room(c)
+}
+
+// room is how many replicas an eligible cluster may gain.
+func (s *scheduler) room(c *Cluster) int32 {
 	if c.Unlimited {
-		n.free = s.in.Replicas
-	} else {
-		n.free = max(c.AvailableReplicas, 0)
+		return s.in.Replicas
 	}
+	return max(c.AvailableReplicas, 0)
 }
 
 // joinPrevious copies the previous shares onto the nodes. Previous comes from status, which the
