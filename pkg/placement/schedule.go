@@ -20,7 +20,6 @@ func Schedule(in Input) (Decision, error) {
 	}
 	s := &scheduler{in: in, compiled: placement, ws: workspaces.Get().(*workspace)}
 	defer s.ws.release()
-	s.ws.fit(len(in.Clusters))
 	s.ws.whys.reset()
 	if s.ws.taints == nil {
 		s.ws.taints = map[taintKey]explID{}

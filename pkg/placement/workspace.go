@@ -34,21 +34,9 @@ type workspace struct {
 	// whys are the decision's explanations (see explID), taints those of taints (see taintTexts).
 	whys   whyTable
 	taints map[taintKey]explID
-	// fleet is the largest number of clusters the arrays were sized for.
-	fleet int
 }
 
 var workspaces = sync.Pool{New: func() any { return new(workspace) }}
-
-// fit prepares the workspace for a fleet of n clusters. Arrays sized for a fleet more than four
-// times larger are dropped: kept in the pool they count towards the live heap, by which the
-// garbage collector paces itself, so every later, smaller decision would collect more often.
-func (w *workspace) fit(n int) {
-	if w.fleet > 4*n+64 {
-		*w = workspace{}
-	}
-	w.fleet = max(w.fleet, n)
-}
 
 // release returns the workspace to the pool. Only whys, taints and groupIDs point outside the
 // workspace, to this decision's messages and the clusters' taints and fields; clearing them lets
