@@ -100,7 +100,7 @@ func (s *scheduler) divideStatic(chosen []int32) string {
 	seats := int64(s.in.Replicas)
 	if fit && seats < int64(len(weighted)) {
 		s.ws.scratch = grow(s.ws.scratch, len(keys))
-		radixSortAbove(keys, s.ws.scratch, indexBits) // the keys end in increasing nodes
+		radixSort(keys, s.ws.scratch, indexBits) // the keys end in increasing nodes
 		weighted = weighted[:seats]
 		for k := range weighted {
 			weighted[k] = int32(keys[k] & indexMask)

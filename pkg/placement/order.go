@@ -46,7 +46,7 @@ func nameOrder(clusters []Cluster, ws *workspace) (order []int32, dup int32) {
 		keys[i] = nameKey(clusters[i].Name, prefix)<<indexBits | uint64(i)
 	}
 	// keys[i] ends in i, so the keys are in order of their low bits.
-	radixSortAbove(keys, ws.scratch, indexBits)
+	radixSort(keys, ws.scratch, indexBits)
 	// Names whose keys tie are ordered below; usually there are none.
 	tied := false
 	for i, k := range keys {

@@ -2,14 +2,13 @@ package placement
 
 // radixSort sorts keys in place, using scratch (at least as long) as the second buffer. It is a
 // least-significant-byte-first radix sort that skips the bytes all keys share, which for the keys
-// this package builds (small counts and indexes packed into 64 bits) leaves three or four passes:
+// this package builds (small counts and indexes packed into 64 bits) leaves one to three passes:
 // several times faster than a comparison sort over a large fleet.
-func radixSort(keys, scratch []uint64) { radixSortAbove(keys, scratch, 0) }
-
-// radixSortAbove is radixSort for keys already in order of their low `sorted` bits (a multiple of
-// 8), such as keys ending in the index of their position: being stable, the passes over the higher
-// bytes alone complete the sort, which saves the passes over the index.
-func radixSortAbove(keys, scratch []uint64, sorted uint) {
+//
+// The keys must already be in order of their low `sorted` bits (a multiple of 8; 0 for any
+// keys), as keys ending in their own position are: the sort being stable, passes over the higher
+// bytes alone complete it, which saves the passes over the position.
+func radixSort(keys, scratch []uint64, sorted uint) {
 	if len(keys) < 64 {
 		insertionSort(keys)
 		return

@@ -15,7 +15,7 @@ func TestRadixSortMatchesSlicesSort(t *testing.T) {
 				keys[i] = r.Uint64() & mask
 			}
 			want := slices.Sorted(slices.Values(keys))
-			radixSort(keys, make([]uint64, n))
+			radixSort(keys, make([]uint64, n), 0)
 			if !slices.Equal(keys, want) {
 				t.Fatalf("n=%d mask=%x: radixSort differs from slices.Sort", n, mask)
 			}
@@ -23,7 +23,7 @@ func TestRadixSortMatchesSlicesSort(t *testing.T) {
 	}
 }
 
-func TestRadixSortAboveMatchesSlicesSort(t *testing.T) {
+func TestRadixSortSortedLowBits(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, n := range []int{0, 1, 63, 64, 65, 1000, 4096} {
 		for _, mask := range []uint64{0xff, 0xffff_0000, ^uint64(0)} {
@@ -32,9 +32,9 @@ func TestRadixSortAboveMatchesSlicesSort(t *testing.T) {
 				keys[i] = r.Uint64()&mask<<indexBits | uint64(i) // in order of the low indexBits bits
 			}
 			want := slices.Sorted(slices.Values(keys))
-			radixSortAbove(keys, make([]uint64, n), indexBits)
+			radixSort(keys, make([]uint64, n), indexBits)
 			if !slices.Equal(keys, want) {
-				t.Fatalf("n=%d mask=%x: radixSortAbove differs from slices.Sort", n, mask)
+				t.Fatalf("n=%d mask=%x: radixSort differs with sorted low bits from slices.Sort", n, mask)
 			}
 		}
 	}

@@ -307,7 +307,7 @@ func (s *scheduler) ranked(cands []int32) []int32 {
 	}
 	s.ws.scratch = grow(s.ws.scratch, len(cands))
 	// cands are in index order, so the keys already are in order of their low indexBits bits.
-	radixSortAbove(keys, s.ws.scratch, indexBits)
+	radixSort(keys, s.ws.scratch, indexBits)
 	s.ws.ranked = grow(s.ws.ranked, len(cands))
 	out := s.ws.ranked
 	for k, key := range keys {

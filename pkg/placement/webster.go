@@ -134,7 +134,7 @@ func firstSeated(parties []party, order []int32, seats int, ws *workspace) []int
 		keys[k] = key
 	}
 	ws.scratch = grow(ws.scratch, len(order))
-	radixSortAbove(keys, ws.scratch, indexBits)
+	radixSort(keys, ws.scratch, indexBits)
 	for k := range seats {
 		keys[k] = uint64(order[keys[k]&indexMask]) // the party; keys beyond seats are not read
 	}
@@ -144,7 +144,7 @@ func firstSeated(parties []party, order []int32, seats int, ws *workspace) []int
 	return order[:seats]
 }
 
-// firstSeatKey makes a party's first seat an integer key: sorted by radixSortAbove, keys of
+// firstSeatKey makes a party's first seat an integer key: sorted by radixSort, keys of
 // parties in name order ending in increasing numbers (positions or nodes, below 2^indexBits) rank
 // first seats as nextFirst does: more weight first, then favoured, then name. It reports whether
 // the weight fits (below 2^39); the key ends in low either way.
