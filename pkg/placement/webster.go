@@ -72,7 +72,7 @@ func apportion(parties []party, seats int64, ws *workspace) int64 {
 	return placed
 }
 
-// settleSure gives each party the seats whose priority, weight/(2*seats+1), exceeds x =
+// settleSure gives each party every seat k whose priority weight/(2k+1) exceeds x =
 // W/(2*seats-n), W being the parties' total weight and n their number, and returns how many
 // that is. A party of weight w has at most w/2x + 1/2 such seats, so there are at most `seats`
 // of them, and they are the first ones the method hands out: the heap only places the rest.
@@ -111,7 +111,7 @@ func oneSeatEach(parties []party, order []int32) bool {
 	for _, i := range order {
 		heaviest, lightest = max(heaviest, parties[i].weight), min(lightest, parties[i].weight)
 	}
-	return heaviest/3 < lightest && heaviest < 3*lightest // the first test keeps the product in range
+	return lightest > math.MaxInt64/3 || heaviest < 3*lightest
 }
 
 // firstSeated narrows order, the parties that may win seats, to the `seats` whose first seat
