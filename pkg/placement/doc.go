@@ -86,7 +86,7 @@
 // memory grow linearly with the fleet, memory mostly for the exclusion list, and the number of
 // allocations is constant (10 to 27). At 1,000 clusters a decision takes 40-60 µs of CPU time on
 // the shared 2-core machine the benchmarks ran on; the benchmarks, whose small heap makes the
-// garbage collector run every few dozen decisions, measured 65-90 µs. Scratch memory is pooled,
+// garbage collector run every few dozen decisions, measured 70-92 µs. Scratch memory is pooled,
 // and sorting names is skipped when Input.Clusters is already sorted (SortClusters). See
 // docs/performance.md.
 package placement
