@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -86,20 +85,5 @@ func startAgentWithGuard(t *testing.T, hubCfg, memberCfg *rest.Config, guard *fe
 	if err := member.Setup(mgr, guard, controller.TypedOptions[mcreconcile.Request]{SkipNameValidation: ptr.To(true)}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent manager: %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	return framework.Run(t, "agent manager", mgr.Start)
 }

@@ -20,7 +20,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
@@ -405,26 +404,7 @@ func waitGone(t *testing.T, c client.Client, obj client.Object) {
 	}
 }
 
-// reconcileCount is how many reconciles the member controller has finished, from the metrics
-// registry controller-runtime keeps.
+// reconcileCount is how many reconciles the member controller has finished.
 func reconcileCount(t *testing.T) float64 {
-	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, fam := range families {
-		if fam.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range fam.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == member.Name {
-					sum += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return sum
+	return framework.MetricSum(t, "controller_runtime_reconcile_total", map[string]string{"controller": member.Name})
 }

@@ -66,18 +66,10 @@ func TestHubDrivesPushMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	if err := push.Setup(runCtx, mgr, provider); err != nil {
+	if err := push.Setup(ctx, mgr, provider); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(runCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("hub manager: %v", err)
-		}
-	})
+	framework.Run(t, "hub manager", mgr.Start)
 
 	sts := s.waitSTS("StatefulSet applied by the hub", func(*appsv1.StatefulSet) bool { return true })
 	if *sts.Spec.Replicas != 2 {

@@ -148,7 +148,6 @@ func memberKubeconfig(t *testing.T, east *framework.Environment) []byte {
 
 func TestJoinAgentAndHubEndToEnd(t *testing.T) {
 	ctx := context.Background()
-	east := startMember(t, "east")
 	dir := t.TempDir()
 	hubBin, agentBin := build(t, dir)
 	admin, err := hub.Kubeconfig("fleet-admin", "system:masters")
@@ -157,42 +156,11 @@ func TestJoinAgentAndHubEndToEnd(t *testing.T) {
 	}
 	adminPath := writeFile(t, filepath.Join(dir, "hub-admin.kubeconfig"), admin)
 
-	// hub join east: the manifests go to the member, as `kubectl apply -f` would.
-	manifests := filepath.Join(dir, "east-agent.yaml")
-	if out, err := exec.Command(hubBin, "join", "east", "--kubeconfig", adminPath, "--region", "us-east", "--zone", "us-east-1a",
-		"--heartbeat-interval", "1s", "--fence-after", "3s", "-o", manifests).CombinedOutput(); err != nil {
-		t.Fatalf("hub join: %v\n%s", err, out)
-	}
-	objs, err := framework.ReadObjects(manifests)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var hubKubeconfig []byte
-	for _, obj := range objs {
-		if err := east.Client.Create(ctx, obj); err != nil {
-			t.Fatalf("apply %s %s to the member: %v", obj.GetKind(), obj.GetName(), err)
-		}
-		if obj.GetKind() == "Secret" {
-			secret := &corev1.Secret{}
-			if err := east.Client.Get(ctx, client.ObjectKeyFromObject(obj), secret); err != nil {
-				t.Fatal(err)
-			}
-			hubKubeconfig = secret.Data["kubeconfig"]
-		}
-	}
-	if hubKubeconfig == nil {
-		t.Fatal("the join manifests carry no hub kubeconfig Secret")
-	}
-
-	// The agent runs with the join credentials on the hub and its ServiceAccount on the member.
-	agent := start(t, agentBin, "--cluster-name", "east",
-		"--hub-kubeconfig", writeFile(t, filepath.Join(dir, "hub.kubeconfig"), hubKubeconfig),
-		"--kubeconfig", writeFile(t, filepath.Join(dir, "east.kubeconfig"), memberKubeconfig(t, east)),
-		"--heartbeat-interval", "1s", "--fence-after", "3s",
+	// hub join east, its manifests applied to the member, the agent on those credentials.
+	m := joinMember(t, hubBin, agentBin, adminPath, dir, "east", "us-east", false)
+	east, agent := m.env, m.agent
+	start(t, hubBin, "run", "--kubeconfig", adminPath, "--leader-elect=false", "--cluster-grace-period", "3s",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
-	hubRun := start(t, hubBin, "run", "--kubeconfig", adminPath, "--leader-elect=false", "--cluster-grace-period", "3s",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
-	_ = hubRun
 
 	waitMember(t, "east", "east Ready", func(mc *dbfleetv1alpha1.MemberCluster) bool {
 		return meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady) &&

@@ -89,7 +89,8 @@ func (p *proxy) partition() {
 	p.conns = nil
 }
 
-// joinedMember is a member cluster with its agent running, reaching the hub through a proxy.
+// joinedMember is a member cluster joined with `hub join` and its manifests, with its agent
+// running on exactly the credentials join minted (and its member ServiceAccount).
 type joinedMember struct {
 	name  string
 	env   *framework.Environment
@@ -97,18 +98,25 @@ type joinedMember struct {
 	agent *process
 }
 
-func joinThroughProxy(t *testing.T, hubBin, agentBin, adminPath, dir, name, region string) *joinedMember {
+// joinMember joins a new member; with viaProxy its agent reaches the hub through a proxy the
+// test can cut, otherwise at the server of the admin kubeconfig.
+func joinMember(t *testing.T, hubBin, agentBin, adminPath, dir, name, region string, viaProxy bool) *joinedMember {
 	t.Helper()
 	ctx := context.Background()
 	m := &joinedMember{name: name, env: startMember(t, name)}
-	hubURL, err := url.Parse(hub.Config.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.proxy = newProxy(t, hubURL.Host)
+	// The manifests go to the member, as `kubectl apply -f` would.
 	manifests := filepath.Join(dir, name+"-agent.yaml")
-	if out, err := exec.Command(hubBin, "join", name, "--kubeconfig", adminPath, "--region", region, "--zone", region+"-a",
-		"--hub-server", "https://"+m.proxy.addr(), "--heartbeat-interval", "1s", "--fence-after", "3s", "-o", manifests).CombinedOutput(); err != nil {
+	args := []string{"join", name, "--kubeconfig", adminPath, "--region", region, "--zone", region + "-a",
+		"--heartbeat-interval", "1s", "--fence-after", "3s", "-o", manifests}
+	if viaProxy {
+		hubURL, err := url.Parse(hub.Config.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.proxy = newProxy(t, hubURL.Host)
+		args = append(args, "--hub-server", "https://"+m.proxy.addr())
+	}
+	if out, err := exec.Command(hubBin, args...).CombinedOutput(); err != nil {
 		t.Fatalf("hub join %s: %v\n%s", name, err, out)
 	}
 	objs, err := framework.ReadObjects(manifests)
@@ -127,6 +135,9 @@ func joinThroughProxy(t *testing.T, hubBin, agentBin, adminPath, dir, name, regi
 			}
 			hubKubeconfig = secret.Data["kubeconfig"]
 		}
+	}
+	if hubKubeconfig == nil {
+		t.Fatalf("the join manifests for %s carry no hub kubeconfig Secret", name)
 	}
 	m.agent = start(t, agentBin, "--cluster-name", name,
 		"--hub-kubeconfig", writeFile(t, filepath.Join(dir, name+"-hub.kubeconfig"), hubKubeconfig),
@@ -182,8 +193,8 @@ func TestPartitionedPrimaryFencesBeforePromotion(t *testing.T) {
 	start(t, hubBin, "run", "--kubeconfig", adminPath, "--leader-elect=false", "--cluster-grace-period", "3s",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
 	members := map[string]*joinedMember{
-		"north": joinThroughProxy(t, hubBin, agentBin, adminPath, dir, "north", "r-north"),
-		"south": joinThroughProxy(t, hubBin, agentBin, adminPath, dir, "south", "r-south"),
+		"north": joinMember(t, hubBin, agentBin, adminPath, dir, "north", "r-north", true),
+		"south": joinMember(t, hubBin, agentBin, adminPath, dir, "south", "r-south", true),
 	}
 	for name := range members {
 		waitMember(t, name, name+" Ready", func(mc *dbfleetv1alpha1.MemberCluster) bool {

@@ -38,19 +38,7 @@ func agentBeats(t *testing.T, cluster string) (stop func()) {
 	}
 	hb := &heartbeat.Heartbeat{Cluster: cluster, Hub: env.Client, Member: env.Client, MemberDiscovery: disco,
 		Interval: 200 * time.Millisecond, FenceAfter: time.Second, Clock: clock.RealClock{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = hb.Start(ctx); close(done) }()
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			<-done
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	return framework.Run(t, "heartbeat of "+cluster, hb.Start)
 }
 
 func (f *fixture) waitMember(cluster, what string, cond func(*dbfleetv1alpha1.MemberCluster) bool) *dbfleetv1alpha1.MemberCluster {

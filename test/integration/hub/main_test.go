@@ -79,23 +79,8 @@ func startManager(t *testing.T, cfg *rest.Config, opts ctrl.Options, setup func(
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := setup(ctx, mgr); err != nil {
+	if err := setup(context.Background(), mgr); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("hub manager: %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	return framework.Run(t, "hub manager", mgr.Start)
 }
