@@ -187,6 +187,9 @@ type PolicyReference struct {
 	Namespace string `json:"namespace,omitempty"`
 	// Name of the policy.
 	Name string `json:"name"`
+	// Generation of the policy when it last placed this DatabaseCluster; a newer one re-places it.
+	// +optional
+	Generation int64 `json:"generation,omitempty"`
 }
 
 // PrimaryStatus is where the primary runs now.
@@ -260,6 +263,44 @@ type ClusterPlacement struct {
 	State PlacementState `json:"state,omitempty"`
 }
 
+// EvictionReason says why a share left its cluster.
+// +kubebuilder:validation:Enum=ClusterFailure;ApplicationFailure;Migration
+type EvictionReason string
+
+const (
+	// EvictionClusterFailure: a NoExecute taint (unreachable, not ready) outlived its toleration.
+	EvictionClusterFailure EvictionReason = "ClusterFailure"
+	// EvictionApplicationFailure: the share stayed not Available past the policy's
+	// failover.application.decisionConditions.tolerationSeconds.
+	EvictionApplicationFailure EvictionReason = "ApplicationFailure"
+	// EvictionMigration: a planned change (policy, affinity, rebalance) moved the share away.
+	EvictionMigration EvictionReason = "Migration"
+)
+
+// Eviction is a share that left the placement but is kept in its cluster (as replicas at the
+// current epoch) until it may be purged: graceful eviction never removes capacity before its
+// replacement is Ready.
+type Eviction struct {
+	// Cluster is the MemberCluster the share is leaving.
+	Cluster string `json:"cluster"`
+	// Replicas the share still runs.
+	Replicas int32 `json:"replicas"`
+	// Ordinals of the share; new shares never reuse them while it is kept.
+	Ordinals OrdinalRange `json:"ordinals"`
+	// ReadyReplicas as last reported by the cluster's agent.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// Reason the share left.
+	Reason EvictionReason `json:"reason"`
+	// PurgeMode says when the kept share is removed.
+	PurgeMode PurgeMode `json:"purgeMode"`
+	// Since is when the share was evicted.
+	Since metav1.Time `json:"since"`
+	// PurgeAfter is when a Gracefully kept share is removed even if its replacements are not Ready.
+	// +optional
+	PurgeAfter *metav1.Time `json:"purgeAfter,omitempty"`
+}
+
 // DatabaseClusterStatus is what the hub observed and decided.
 type DatabaseClusterStatus struct {
 	// ObservedGeneration is the spec generation this status describes.
@@ -289,6 +330,16 @@ type DatabaseClusterStatus struct {
 	// +listMapKey=cluster
 	// +optional
 	Placements []ClusterPlacement `json:"placements,omitempty"`
+	// Evictions are shares that left the placement and are kept until they may be purged. A
+	// cluster listed here gets no new share of this DatabaseCluster until its entry is gone.
+	// +listType=map
+	// +listMapKey=cluster
+	// +optional
+	Evictions []Eviction `json:"evictions,omitempty"`
+	// ObservedRebalance is the value of the dbfleet.io/rebalance annotation that the hub last
+	// acted on: setting the annotation to a new value asks for a full re-placement.
+	// +optional
+	ObservedRebalance string `json:"observedRebalance,omitempty"`
 	// Conditions: Scheduled, Propagated, Available, Progressing, Degraded, FailoverInProgress.
 	// +listType=map
 	// +listMapKey=type

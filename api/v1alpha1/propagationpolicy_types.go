@@ -67,13 +67,40 @@ type ApplicationFailoverBehavior struct {
 	GracePeriodSeconds *int32 `json:"gracePeriodSeconds,omitempty"`
 }
 
+// ClusterFailoverBehavior says how a share leaves a cluster that a NoExecute taint evicted (the
+// eviction itself comes from the taint and the placement's clusterTolerations).
+// +kubebuilder:validation:XValidation:rule="!has(self.gracePeriodSeconds) || self.purgeMode == 'Gracefully'",message="gracePeriodSeconds applies only when purgeMode is Gracefully",fieldPath=".gracePeriodSeconds"
+type ClusterFailoverBehavior struct {
+	// PurgeMode says how the evicted share goes away: Immediately, Gracefully (default: kept until
+	// its replacements are Ready or gracePeriodSeconds ends) or Never (kept until a person deletes
+	// its MemberDatabase).
+	// +kubebuilder:default=Gracefully
+	// +optional
+	PurgeMode PurgeMode `json:"purgeMode,omitempty"`
+
+	// GracePeriodSeconds is the longest the evicted share is kept waiting for its replacements to
+	// become Ready when purgeMode is Gracefully. Defaults to 600.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	GracePeriodSeconds *int32 `json:"gracePeriodSeconds,omitempty"`
+}
+
 // FailoverBehavior says how shares move away from failing clusters or applications. Cluster
 // failover itself is driven by the NoExecute taints and clusterTolerations of the placement.
 type FailoverBehavior struct {
-	// Application moves shares whose replicas stay unavailable.
+	// Cluster says how shares leave evicted clusters. Without it: purgeMode Gracefully, 600 s.
+	// +optional
+	Cluster *ClusterFailoverBehavior `json:"cluster,omitempty"`
+
+	// Application moves shares whose replicas stay unavailable. Without it, application failover
+	// is off.
 	// +optional
 	Application *ApplicationFailoverBehavior `json:"application,omitempty"`
 }
+
+// DefaultGracePeriodSeconds is how long an evicted share is kept, at most, waiting for its
+// replacements to become Ready when the policy does not say.
+const DefaultGracePeriodSeconds = 600
 
 // PropagationSpec says which DatabaseClusters go where. It is shared by PropagationPolicy and
 // ClusterPropagationPolicy.
@@ -107,7 +134,7 @@ type PropagationSpec struct {
 	// +required
 	Placement policyv1alpha1.Placement `json:"placement"`
 
-	// Failover says how shares move away from failing applications.
+	// Failover says how shares move away from failing clusters and applications.
 	// +optional
 	Failover *FailoverBehavior `json:"failover,omitempty"`
 }

@@ -34,6 +34,17 @@ const (
 // runs is then left behind.
 const AnnotationForceDelete = "dbfleet.io/force-delete"
 
+// AnnotationRebalance on a DatabaseCluster asks the hub for a full re-placement: whenever its
+// value changes (a timestamp is a good value), the hub adopts the placement the policy calls for
+// now, even if that moves replicas between healthy clusters. Without it, the hub moves replicas
+// only when the DatabaseCluster or its policy changes or a cluster fails: nothing moves back to a
+// cluster that returns on its own.
+const AnnotationRebalance = "dbfleet.io/rebalance"
+
+// LabelEvicting marks a MemberDatabase whose share left the placement and is kept until it may be
+// purged (see DatabaseClusterStatus.Evictions).
+const LabelEvicting = "dbfleet.io/evicting"
+
 // LabelDatabaseNamespace names the namespace of the DatabaseCluster a MemberDatabase belongs to
 // (LabelDatabase holds its name).
 const LabelDatabaseNamespace = "dbfleet.io/database-namespace"

@@ -255,8 +255,9 @@ func (d *demo) recover(ctx context.Context) error {
 	victim := strings.TrimPrefix(d.victim, "agent-")
 	startPhase("return", fmt.Sprintf("Step 4/4: bring %s back", victim))
 	para("We start %s's agent again with the command localfed up used (bin/localfed start %s). It renews its "+
-		"lease, the hub marks the cluster Ready and lifts the taint, and the agent removes the share it no longer "+
-		"holds. The policy's weights count %s again, so the hub may move replicas back to it.", victim, d.victim, victim)
+		"lease, the hub marks the cluster Ready and lifts the taint, and the agent removes the share the hub "+
+		"purged while it was away. Nothing moves back on its own: %s is eligible for new placements, and "+
+		"'kubectl annotate dbc <name> dbfleet.io/rebalance=<new value>' asks the hub to spread replicas again.", victim, d.victim, victim)
 	w := &watcher{f: f, prev: f.observe(ctx)}
 	restartClock()
 	if err := localfed(ctx, "start", d.victim); err != nil {

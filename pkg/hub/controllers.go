@@ -21,6 +21,14 @@ type Config struct {
 	// ClusterGracePeriod is how long the hub waits without observing a member's lease renewal
 	// before it marks the cluster Ready=Unknown.
 	ClusterGracePeriod time.Duration
+	// DefaultUnreachableToleration is how long a placement tolerates the hub's health taints
+	// (dbfleet.io/unreachable, dbfleet.io/not-ready) when its clusterTolerations say nothing of
+	// them; nil means the placement engine's default (10 s).
+	DefaultUnreachableToleration *time.Duration
+	// EvictionRate is how many shares per second may leave failed clusters, hub-wide (0: no
+	// limit), with bursts of EvictionBurst.
+	EvictionRate  float64
+	EvictionBurst int
 	// Liveness is the hub's memory of agent renewals, shared by clusterhealth (which feeds it)
 	// and databasecluster (whose failover gate reads it).
 	Liveness *liveness.Observer

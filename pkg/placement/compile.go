@@ -39,11 +39,11 @@ type staticRule struct {
 // Validate reports whether the engine supports every field of the placement. The hub and
 // `hub plan` call it to reject policies with a message naming the field; Schedule calls it too.
 func Validate(p *policyv1alpha1.Placement) error {
-	_, err := compile(p)
+	_, err := compile(p, DefaultTolerationSeconds)
 	return err
 }
 
-func compile(p *policyv1alpha1.Placement) (*compiled, error) {
+func compile(p *policyv1alpha1.Placement, defaultToleration int64) (*compiled, error) {
 	c := &compiled{strat: resolveStrategy(p)}
 	if err := checkReplicaScheduling(p.ReplicaScheduling); err != nil {
 		return nil, err
@@ -51,7 +51,7 @@ func compile(p *policyv1alpha1.Placement) (*compiled, error) {
 	if err := checkTolerations(p.ClusterTolerations); err != nil {
 		return nil, err
 	}
-	c.tolerations = EffectiveTolerations(p.ClusterTolerations)
+	c.tolerations = EffectiveTolerations(p.ClusterTolerations, defaultToleration)
 	spread, err := compileSpread(p)
 	if err != nil {
 		return nil, err

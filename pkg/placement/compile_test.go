@@ -82,7 +82,7 @@ func TestStaticsByLabel(t *testing.T) {
 			p.ReplicaScheduling.WeightPreference.StaticWeightList = append(p.ReplicaScheduling.WeightPreference.StaticWeightList,
 				policyv1alpha1.StaticClusterWeight{TargetCluster: target, Weight: int64(1 + r.IntN(3))})
 		}
-		c, err := compile(&p)
+		c, err := compile(&p, DefaultTolerationSeconds)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,10 +13,11 @@ import (
 // unreachable toleration 10 s"). Karmada defaults the same two tolerations, at 300 s.
 const DefaultTolerationSeconds = 10
 
-// EffectiveTolerations is the placement's clusterTolerations plus the default toleration of each
-// of the hub's health taints that none of them already tolerates. Schedule uses these; a caller
-// predicting evictions (NextEviction) gets the same answer.
-func EffectiveTolerations(tolerations []corev1.Toleration) []corev1.Toleration {
+// EffectiveTolerations is the placement's clusterTolerations plus a toleration of each of the
+// hub's health taints that none of them already tolerates, for defaultSeconds (the hub's
+// --default-unreachable-toleration). Schedule uses these; a caller predicting evictions
+// (NextEviction) gets the same answer.
+func EffectiveTolerations(tolerations []corev1.Toleration, defaultSeconds int64) []corev1.Toleration {
 	out := tolerations
 	for _, key := range []string{v1alpha1.TaintClusterUnreachable, v1alpha1.TaintClusterNotReady} {
 		taint := corev1.Taint{Key: key, Effect: corev1.TaintEffectNoExecute}
@@ -26,7 +27,7 @@ func EffectiveTolerations(tolerations []corev1.Toleration) []corev1.Toleration {
 		if len(out) == len(tolerations) {
 			out = append(make([]corev1.Toleration, 0, len(tolerations)+2), tolerations...)
 		}
-		seconds := int64(DefaultTolerationSeconds)
+		seconds := defaultSeconds
 		out = append(out, corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists,
 			Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &seconds})
 	}
@@ -37,7 +38,7 @@ func EffectiveTolerations(tolerations []corev1.Toleration) []corev1.Toleration {
 // in.Placement runs out on one of in.Clusters, changing what Schedule decides; false when none is
 // counting down. The hub requeues for it so evictions happen on time.
 func NextEviction(in *Input) (time.Time, bool) {
-	tolerations := EffectiveTolerations(in.Placement.ClusterTolerations)
+	tolerations := EffectiveTolerations(in.Placement.ClusterTolerations, in.defaultToleration())
 	var next time.Time
 	found := false
 	for i := range in.Clusters {
@@ -57,4 +58,12 @@ func NextEviction(in *Input) (time.Time, bool) {
 		}
 	}
 	return next, found
+}
+
+// defaultToleration is in.DefaultTolerationSeconds, or DefaultTolerationSeconds when unset.
+func (in *Input) defaultToleration() int64 {
+	if in.DefaultTolerationSeconds != nil {
+		return *in.DefaultTolerationSeconds
+	}
+	return DefaultTolerationSeconds
 }

@@ -284,7 +284,30 @@ func TestNextEviction(t *testing.T) {
 	if _, ok := NextEviction(&in); ok {
 		t.Error("a toleration without seconds never runs out")
 	}
-	if got := EffectiveTolerations(in.Placement.ClusterTolerations); len(got) != 2 || got[1].Key != v1alpha1.TaintClusterNotReady {
+	if got := EffectiveTolerations(in.Placement.ClusterTolerations, DefaultTolerationSeconds); len(got) != 2 || got[1].Key != v1alpha1.TaintClusterNotReady {
 		t.Errorf("EffectiveTolerations = %+v, want the explicit one plus the not-ready default", got)
+	}
+}
+
+// The hub's --default-unreachable-toleration replaces the built-in default, both for the decision
+// and for the predicted eviction time.
+func TestDefaultTolerationIsConfigurable(t *testing.T) {
+	added := t0.Add(-4 * time.Second)
+	in := Input{Now: t0, Replicas: 2, Placement: dynamicPlacement(), Previous: previous("a", 1, "b", 1), Clusters: []Cluster{
+		withTaint(ready("a", 5), v1alpha1.TaintClusterUnreachable, corev1.TaintEffectNoExecute, &added),
+		ready("b", 5),
+	}}
+	if d := mustSchedule(t, in); d.ShareOf("a") != 1 {
+		t.Fatalf("4 s into the built-in 10 s toleration the share stays: %+v", d.Shares)
+	}
+	three := int64(3)
+	in.DefaultTolerationSeconds = &three
+	if d := mustSchedule(t, in); d.ShareOf("a") != 0 || d.ShareOf("b") != 2 {
+		t.Errorf("with a 3 s default toleration the share is evicted after 4 s: %+v", d.Shares)
+	}
+	thirty := int64(30)
+	in.DefaultTolerationSeconds = &thirty
+	if next, ok := NextEviction(&in); !ok || !next.Equal(added.Add(30*time.Second)) {
+		t.Errorf("NextEviction = %v, %v; want the configured toleration's end %v", next, ok, added.Add(30*time.Second))
 	}
 }

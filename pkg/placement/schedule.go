@@ -14,7 +14,7 @@ func Schedule(in Input) (Decision, error) {
 	if in.Replicas < 0 {
 		return Decision{}, fmt.Errorf("%w: replicas %d is negative", ErrInvalidPlacement, in.Replicas)
 	}
-	placement, err := compile(&in.Placement)
+	placement, err := compile(&in.Placement, in.defaultToleration())
 	if err != nil {
 		return Decision{}, err
 	}

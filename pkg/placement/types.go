@@ -50,6 +50,9 @@ type Input struct {
 	// ReservedOrdinals are ordinal ranges still in use outside Previous, for example by shares
 	// being drained after an eviction. New ranges never overlap them.
 	ReservedOrdinals []v1alpha1.OrdinalRange
+	// DefaultTolerationSeconds is how long the hub's health taints are tolerated when the placement
+	// has no toleration of its own for them; nil means DefaultTolerationSeconds.
+	DefaultTolerationSeconds *int64
 	// Now is the time NoExecute tolerations are measured against (taint.timeAdded + tolerationSeconds).
 	Now time.Time
 }

@@ -23,7 +23,9 @@ type Result struct {
 // Schedulable reports whether the DatabaseCluster got a placement.
 func (r *Result) Schedulable() bool { return r.Outcome.Decision != nil }
 
-// Run plans every DatabaseCluster of the fleet, sorted by namespace and name.
+// Run plans every DatabaseCluster of the fleet, sorted by namespace and name. It shows the
+// placement the policy calls for now (as after a dbfleet.io/rebalance), which the hub adopts only
+// when something calls for a re-placement.
 func Run(f *Fleet, now time.Time) []Result {
 	members := make(map[string]*dbfleetv1alpha1.MemberCluster, len(f.Members))
 	for i := range f.Members {
@@ -32,7 +34,12 @@ func Run(f *Fleet, now time.Time) []Result {
 	results := make([]Result, 0, len(f.Databases))
 	for i := range f.Databases {
 		dbc := f.Databases[i].DeepCopy()
-		out := databasecluster.Schedule(dbc, f.Policies, f.Cluster, members, now)
+		avoid := map[string]dbfleetv1alpha1.EvictionReason{}
+		for _, e := range dbc.Status.Evictions {
+			avoid[e.Cluster] = e.Reason
+		}
+		out := databasecluster.Schedule(dbc, f.Policies, f.Cluster, members, now,
+			databasecluster.Options{Rebalance: true, Avoid: avoid})
 		dbc.Status.ObservedGeneration = dbc.Generation
 		r := Result{Database: dbc, Outcome: out}
 		switch {

@@ -49,7 +49,7 @@ func Select(dbc *dbfleetv1alpha1.DatabaseCluster, pps []dbfleetv1alpha1.Propagat
 			continue
 		}
 		consider(&Match{
-			Ref:       dbfleetv1alpha1.PolicyReference{Kind: "PropagationPolicy", Namespace: pp.Namespace, Name: pp.Name},
+			Ref:       dbfleetv1alpha1.PolicyReference{Kind: "PropagationPolicy", Namespace: pp.Namespace, Name: pp.Name, Generation: pp.Generation},
 			Spec:      &pp.Spec,
 			Priority:  priority(&pp.Spec),
 			Precision: precision(&pp.Spec, dbc, false),
@@ -61,7 +61,7 @@ func Select(dbc *dbfleetv1alpha1.DatabaseCluster, pps []dbfleetv1alpha1.Propagat
 			continue
 		}
 		consider(&Match{
-			Ref:       dbfleetv1alpha1.PolicyReference{Kind: "ClusterPropagationPolicy", Name: cpp.Name},
+			Ref:       dbfleetv1alpha1.PolicyReference{Kind: "ClusterPropagationPolicy", Name: cpp.Name, Generation: cpp.Generation},
 			Spec:      &cpp.Spec,
 			Priority:  priority(&cpp.Spec),
 			Precision: precision(&cpp.Spec, dbc, true),

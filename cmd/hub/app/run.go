@@ -31,6 +31,7 @@ import (
 	"github.com/dbfleet/dbfleet/pkg/hub/liveness"
 	"github.com/dbfleet/dbfleet/pkg/hub/push"
 	"github.com/dbfleet/dbfleet/pkg/options"
+	"github.com/dbfleet/dbfleet/pkg/placement"
 	"github.com/dbfleet/dbfleet/pkg/scheme"
 )
 
@@ -61,6 +62,8 @@ type runOptions struct {
 
 	controllers []string
 	hub         hub.Config
+	// defaultToleration is --default-unreachable-toleration, copied into hub.Config once parsed.
+	defaultToleration time.Duration
 }
 
 func newRunOptions() *runOptions {
@@ -74,7 +77,8 @@ func newRunOptions() *runOptions {
 		retryPeriod:             2 * time.Second,
 		gracefulShutdownTimeout: 30 * time.Second,
 		controllers:             []string{"*"},
-		hub:                     hub.Config{ClusterGracePeriod: 20 * time.Second},
+		hub:                     hub.Config{ClusterGracePeriod: 20 * time.Second, EvictionRate: 10, EvictionBurst: 100},
+		defaultToleration:       placement.DefaultTolerationSeconds * time.Second,
 	}
 }
 
@@ -96,6 +100,12 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 		"How long controllers get to finish in-flight work after SIGTERM.")
 	fs.DurationVar(&o.hub.ClusterGracePeriod, "cluster-grace-period", o.hub.ClusterGracePeriod,
 		"How long the hub waits without observing a member agent renew its lease before it marks the cluster Ready=Unknown and taints it dbfleet.io/unreachable. Measured on the hub's own clock.")
+	fs.DurationVar(&o.defaultToleration, "default-unreachable-toleration", o.defaultToleration,
+		"How long a placement tolerates the hub's dbfleet.io/unreachable and dbfleet.io/not-ready NoExecute taints when its clusterTolerations say nothing of them; then the cluster's shares are evicted (whole seconds).")
+	fs.Float64Var(&o.hub.EvictionRate, "eviction-rate", o.hub.EvictionRate,
+		"Shares per second that may leave failed clusters (cluster and application failover), hub-wide; 0 for no limit. Protects the fleet when many clusters look lost at once.")
+	fs.IntVar(&o.hub.EvictionBurst, "eviction-burst", o.hub.EvictionBurst,
+		"How many shares may leave failed clusters at once before --eviction-rate applies.")
 	fs.StringSliceVar(&o.controllers, "controllers", o.controllers, fmt.Sprintf(
 		"Controllers to run: '*' for all, 'name' to add one, '-name' to leave one out. Known: %s.",
 		strings.Join(controllers.Names(), ", ")))
@@ -114,6 +124,15 @@ func (o *runOptions) validate() error {
 	}
 	if o.hub.ClusterGracePeriod <= 0 {
 		errs = append(errs, fmt.Errorf("--cluster-grace-period must be positive, got %s", o.hub.ClusterGracePeriod))
+	}
+	if o.defaultToleration < 0 || o.defaultToleration%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("--default-unreachable-toleration must be whole seconds, zero or more, got %s", o.defaultToleration))
+	}
+	if o.hub.EvictionRate < 0 {
+		errs = append(errs, fmt.Errorf("--eviction-rate must not be negative, got %g", o.hub.EvictionRate))
+	}
+	if o.hub.EvictionBurst < 1 {
+		errs = append(errs, fmt.Errorf("--eviction-burst must be at least 1, got %d", o.hub.EvictionBurst))
 	}
 	if o.gracefulShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--graceful-shutdown-timeout must not be negative, got %s", o.gracefulShutdownTimeout))
@@ -197,6 +216,7 @@ func run(ctx context.Context, o *runOptions) error {
 		return err
 	}
 	enabled, _ := controllers.Enabled(o.controllers) // validated above
+	o.hub.DefaultUnreachableToleration = &o.defaultToleration
 	o.hub.PushProvider = provider
 	o.hub.Liveness = liveness.NewObserver(clock.RealClock{})
 	if err := controllers.Setup(ctx, mgr, o.hub, enabled); err != nil {

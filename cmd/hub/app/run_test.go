@@ -18,6 +18,10 @@ func TestRunFlagValidation(t *testing.T) {
 		{"empty lease namespace", func(o *runOptions) { o.leaderElectionNamespace = "" }, "--leader-election-namespace"},
 		{"renew deadline beyond lease", func(o *runOptions) { o.renewDeadline = 20 * time.Second }, "--leader-elect-renew-deadline (20s)"},
 		{"bad probe address", func(o *runOptions) { o.manager.HealthProbeBindAddress = "localhost" }, "--health-probe-bind-address"},
+		{"negative toleration", func(o *runOptions) { o.defaultToleration = -time.Second }, "--default-unreachable-toleration must be whole seconds"},
+		{"fractional toleration", func(o *runOptions) { o.defaultToleration = 1500 * time.Millisecond }, "--default-unreachable-toleration must be whole seconds"},
+		{"negative eviction rate", func(o *runOptions) { o.hub.EvictionRate = -1 }, "--eviction-rate must not be negative"},
+		{"zero eviction burst", func(o *runOptions) { o.hub.EvictionBurst = 0 }, "--eviction-burst must be at least 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := newRunOptions()

@@ -125,6 +125,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		if expired && !meta.IsStatusConditionPresentAndEqual(before.Status.Conditions, dbfleetv1alpha1.ConditionReady, metav1.ConditionUnknown) {
 			log.Info("Cluster unreachable", "silentFor", silent)
+			detectionSeconds.Observe(silent.Seconds())
 			r.Recorder.Eventf(mc, nil, corev1.EventTypeWarning, ReasonAgentLeaseExpired, "Detect",
 				"no lease renewal observed for %s; cluster marked Ready=Unknown", silent.Round(time.Second))
 		}

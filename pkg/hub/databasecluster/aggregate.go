@@ -27,6 +27,7 @@ const (
 	ReasonHealthy               = "Healthy"
 	ReasonNoFailover            = "NoFailover"
 	ReasonWaitingForMemberClean = "WaitingForMemberCleanup"
+	ReasonEvicting              = "EvictingShares"
 )
 
 // shareView is what the hub knows of one placed share.
@@ -111,6 +112,17 @@ func aggregate(s *scope) {
 		}
 	}
 	dbc.Status.Replicas, dbc.Status.ReadyReplicas = total, ready
+	var evicting []string
+	for i := range dbc.Status.Evictions {
+		e := &dbc.Status.Evictions[i]
+		mc := s.members[e.Cluster]
+		_, e.ReadyReplicas = shareState(shareView{
+			placement: dbfleetv1alpha1.ClusterPlacement{Cluster: e.Cluster, Replicas: e.Replicas},
+			mdb:       s.memberDBs[e.Cluster],
+			reachable: mc != nil && meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady),
+		})
+		evicting = append(evicting, fmt.Sprintf("%s (%d/%d ready, %s)", e.Cluster, e.ReadyReplicas, e.Replicas, e.Reason))
+	}
 	dbc.Status.Ready = fmt.Sprintf("%d/%d", ready, total)
 
 	gen := dbc.Generation
@@ -149,9 +161,16 @@ func aggregate(s *scope) {
 			fmt.Sprintf("primary on %s ready; %d of %d replicas ready", primaryCluster, ready, dbc.Spec.Replicas))
 	}
 
-	if len(progressing) > 0 {
-		set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, "rolling out: "+listSome(progressing))
-	} else {
+	switch {
+	case len(progressing) > 0:
+		msg := "rolling out: " + listSome(progressing)
+		if len(evicting) > 0 {
+			msg += "; evicted shares kept until then: " + listSome(evicting)
+		}
+		set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, msg)
+	case len(evicting) > 0:
+		set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, ReasonEvicting, "evicted shares kept until they may be purged: "+listSome(evicting))
+	default:
 		set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionFalse, ReasonUpToDate, "every share is up to date")
 	}
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/api/equality"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
@@ -28,6 +29,10 @@ type Reconciler struct {
 	// Liveness is the hub's own view of agent renewals (the clusterhealth controller's); nil falls
 	// back to MemberCluster status.lastHeartbeat.
 	Liveness Liveness
+	// DefaultTolerationSeconds is --default-unreachable-toleration; nil: the engine's default.
+	DefaultTolerationSeconds *int64
+	// EvictionLimiter bounds how fast shares leave failed clusters, hub-wide; nil: no limit.
+	EvictionLimiter *rate.Limiter
 }
 
 // scope is what one reconcile gathers and decides; the phase functions fill it in turn.
@@ -79,7 +84,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	r.repromoteFencedPrimary(s, r.Clock.Now())
+	now := r.Clock.Now()
+	r.repromoteFencedPrimary(s, now)
+	requeue = soonest(requeue, r.purgeEvictions(s, now))
 	propagateErr := r.propagate(ctx, s)
 	aggregate(s)
 	recordReadiness(s.dbc)

@@ -31,8 +31,16 @@ var (
 	})
 	failoverSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "dbfleet_hub_failover_duration_seconds",
-		Help:    "Time from promoting a new primary cluster to its primary being ready.",
+		Help:    "Time from a DatabaseCluster's FailoverInProgress turning True (the primary's cluster lost, or a planned move begun) to the new primary being ready.",
 		Buckets: prometheus.ExponentialBuckets(1, 2, 10), // 1s .. ~8.5min
+	})
+	evictions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dbfleet_hub_evictions_total",
+		Help: "Shares moved off a cluster that still exists, by reason: ClusterFailure, ApplicationFailure or Migration.",
+	}, []string{"reason"})
+	evictionsDelayed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dbfleet_hub_evictions_delayed_total",
+		Help: "Placements held back by the eviction rate limit (--eviction-rate, --eviction-burst).",
 	})
 	readyReplicas = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "dbfleet_databasecluster_ready_replicas",
@@ -46,7 +54,7 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(schedulingSeconds, decisions, memberDatabaseWrites, statusWrites, promotions, failoverSeconds,
-		readyReplicas, desiredReplicas)
+		evictions, evictionsDelayed, readyReplicas, desiredReplicas)
 }
 
 func recordReadiness(dbc *dbfleetv1alpha1.DatabaseCluster) {

@@ -15,20 +15,37 @@ import (
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 )
 
-// propagate makes the MemberDatabases match status.placements: one per placed cluster, written
+// propagate makes the MemberDatabases match status.placements and status.evictions: one per
+// placed cluster, one per kept evicted share (as replicas, labelled dbfleet.io/evicting), written
 // into member-<cluster>, and none elsewhere. Failures are kept per cluster for the Propagated
 // condition and reported as Events; the returned error makes the reconcile retry with backoff.
 func (r *Reconciler) propagate(ctx context.Context, s *scope) error {
 	dbc := s.dbc
-	placed := map[string]bool{}
+	keep := map[string]bool{}
 	for _, p := range dbc.Status.Placements {
-		placed[p.Cluster] = true
-		if err := r.writeMemberDatabase(ctx, s, p); err != nil {
+		keep[p.Cluster] = true
+		desired := desiredMemberDatabase(dbc, p)
+		if d := s.demotion; d != nil && d.cluster == p.Cluster {
+			desired.Spec.Role, desired.Spec.Epoch = dbfleetv1alpha1.RoleReplica, d.epoch
+		}
+		if err := r.writeMemberDatabase(ctx, s, p.Cluster, desired); err != nil {
 			s.propagationErrors[p.Cluster] = err
 		}
 	}
+	for _, e := range dbc.Status.Evictions {
+		keep[e.Cluster] = true
+		desired := desiredMemberDatabase(dbc, dbfleetv1alpha1.ClusterPlacement{
+			Cluster: e.Cluster, Replicas: e.Replicas, Ordinals: e.Ordinals, Role: dbfleetv1alpha1.RoleReplica})
+		desired.Labels[dbfleetv1alpha1.LabelEvicting] = "true"
+		if s.memberDBs[e.Cluster] == nil {
+			continue // never re-create a share that is leaving
+		}
+		if err := r.writeMemberDatabase(ctx, s, e.Cluster, desired); err != nil {
+			s.propagationErrors[e.Cluster] = err
+		}
+	}
 	for cluster, mdb := range s.memberDBs {
-		if placed[cluster] || !mdb.DeletionTimestamp.IsZero() {
+		if keep[cluster] || !mdb.DeletionTimestamp.IsZero() {
 			continue
 		}
 		if err := r.Client.Delete(ctx, mdb); client.IgnoreNotFound(err) != nil {
@@ -55,17 +72,13 @@ func (r *Reconciler) propagate(ctx context.Context, s *scope) error {
 
 // writeMemberDatabase creates or updates one cluster's MemberDatabase, writing nothing when it
 // is already as desired.
-func (r *Reconciler) writeMemberDatabase(ctx context.Context, s *scope, p dbfleetv1alpha1.ClusterPlacement) error {
+func (r *Reconciler) writeMemberDatabase(ctx context.Context, s *scope, cluster string, desired *dbfleetv1alpha1.MemberDatabase) error {
 	dbc := s.dbc
-	desired := desiredMemberDatabase(dbc, p)
-	if d := s.demotion; d != nil && d.cluster == p.Cluster {
-		desired.Spec.Role, desired.Spec.Epoch = dbfleetv1alpha1.RoleReplica, d.epoch
-	}
-	existing := s.memberDBs[p.Cluster]
+	existing := s.memberDBs[cluster]
 	if existing == nil {
 		if err := r.Client.Create(ctx, desired); err != nil {
 			if apierrors.IsNotFound(err) {
-				return fmt.Errorf("namespace %s does not exist: is cluster %s joined?", desired.Namespace, p.Cluster)
+				return fmt.Errorf("namespace %s does not exist: is cluster %s joined?", desired.Namespace, cluster)
 			}
 			if apierrors.IsAlreadyExists(err) {
 				// Our cache is behind a write of our own (or of a previous leader): the next
@@ -75,7 +88,7 @@ func (r *Reconciler) writeMemberDatabase(ctx context.Context, s *scope, p dbflee
 			return fmt.Errorf("create MemberDatabase: %w", err)
 		}
 		memberDatabaseWrites.WithLabelValues("create").Inc()
-		s.memberDBs[p.Cluster] = desired
+		s.memberDBs[cluster] = desired
 		return nil
 	}
 	if !existing.DeletionTimestamp.IsZero() {
@@ -99,7 +112,7 @@ func (r *Reconciler) writeMemberDatabase(ctx context.Context, s *scope, p dbflee
 		return fmt.Errorf("update MemberDatabase: %w", err)
 	}
 	memberDatabaseWrites.WithLabelValues("update").Inc()
-	s.memberDBs[p.Cluster] = updated
+	s.memberDBs[cluster] = updated
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,12 +34,23 @@ type Outcome struct {
 	Match *policy.Match
 	// Decision is the placement; nil when none was made (no policy, or Err).
 	Decision *placement.Decision
+	// Kept is set when a decision was made but not adopted: nothing called for a re-placement
+	// (see Options.Rebalance), so the placement in force stays.
+	Kept bool
 	// Err is why no placement was made: a *placement.UnschedulableError or an invalid placement.
 	Err error
 	// Reason is the Scheduled condition's reason.
 	Reason string
 	// Moves describe changed shares, e.g. "east 2→3", sorted.
 	Moves []string
+	// Evicted are the shares the adopted decision moved off clusters that still exist and that
+	// are kept until they may be purged (they are also in status.evictions).
+	Evicted []dbfleetv1alpha1.Eviction
+	// Purged are the clusters whose share the adopted decision removed at once.
+	Purged []string
+	// FailureEvictions counts the shares moved off failed clusters or failed applications (for
+	// the eviction rate limit), kept or purged at once.
+	FailureEvictions int
 	// PrimaryMoved is set when the primary changed cluster; Primary then holds the new one.
 	PrimaryMoved bool
 	// PrimaryFrom is the cluster the primary left ("none" for a first primary).
@@ -48,12 +60,30 @@ type Outcome struct {
 	RequeueAfter time.Duration
 }
 
+// Options are the hub-wide settings and per-reconcile facts a scheduling depends on.
+type Options struct {
+	// DefaultTolerationSeconds is the hub's --default-unreachable-toleration; nil means the
+	// engine's default.
+	DefaultTolerationSeconds *int64
+	// Avoid are clusters that get no share of this DatabaseCluster, with why: clusters whose
+	// evicted share is still kept, and clusters where its share failed (application failover).
+	Avoid map[string]dbfleetv1alpha1.EvictionReason
+	// Rebalance adopts the policy's decision even when nothing calls for a re-placement (`hub
+	// plan` shows it so). The dbfleet.io/rebalance annotation asks for one as well.
+	Rebalance bool
+}
+
 // Schedule binds the winning policy and places dbc, writing status.policy, status.placements,
-// status.clusters, status.primary and the Scheduled condition. It is pure: the hub and `hub plan`
-// both call it. When nothing can be scheduled the previous placement stays: losing a policy or
-// every cluster never deletes data.
+// status.clusters, status.primary, status.evictions and the Scheduled condition. It is pure: the
+// hub and `hub plan` both call it. When nothing can be scheduled the previous placement stays:
+// losing a policy or every cluster never deletes data.
+//
+// A decision is adopted only when something calls for it (see replacementNeeded): the
+// DatabaseCluster or its policy changed, a placed cluster is no longer fit, the primary must
+// move, the placement is Duplicated, or the user asked for a rebalance. So nothing moves back
+// to a cluster that returns, and changing cluster capacity never shuffles healthy replicas.
 func Schedule(dbc *dbfleetv1alpha1.DatabaseCluster, pps []dbfleetv1alpha1.PropagationPolicy,
-	cpps []dbfleetv1alpha1.ClusterPropagationPolicy, members map[string]*dbfleetv1alpha1.MemberCluster, now time.Time) Outcome {
+	cpps []dbfleetv1alpha1.ClusterPropagationPolicy, members map[string]*dbfleetv1alpha1.MemberCluster, now time.Time, opts Options) Outcome {
 	out := Outcome{Match: policy.Select(dbc, pps, cpps)}
 	if out.Match == nil {
 		dbc.Status.Policy = nil
@@ -62,14 +92,15 @@ func Schedule(dbc *dbfleetv1alpha1.DatabaseCluster, pps []dbfleetv1alpha1.Propag
 			"no PropagationPolicy or ClusterPropagationPolicy selects this DatabaseCluster; current placement (if any) is kept")
 		return out
 	}
-	dbc.Status.Policy = &out.Match.Ref
 
 	in := placement.Input{
-		Replicas:  dbc.Spec.Replicas,
-		Placement: out.Match.Spec.Placement,
-		Clusters:  clusterSnapshot(members, placement.Requests(&dbc.Spec.DatabaseTemplate)),
-		Previous:  placement.PreviousFromStatus(&dbc.Status),
-		Now:       now,
+		Replicas:                 dbc.Spec.Replicas,
+		Placement:                out.Match.Spec.Placement,
+		Clusters:                 clusterSnapshot(members, opts.Avoid, placement.Requests(&dbc.Spec.DatabaseTemplate)),
+		Previous:                 placement.PreviousFromStatus(&dbc.Status),
+		ReservedOrdinals:         evictedOrdinals(dbc),
+		DefaultTolerationSeconds: opts.DefaultTolerationSeconds,
+		Now:                      now,
 	}
 	preferred := ""
 	if dbc.Spec.Primary != nil {
@@ -88,6 +119,7 @@ func Schedule(dbc *dbfleetv1alpha1.DatabaseCluster, pps []dbfleetv1alpha1.Propag
 	}
 	decision, err := placement.Schedule(in)
 	if err != nil {
+		dbc.Status.Policy = &out.Match.Ref
 		out.Err, out.Reason = err, ReasonUnschedulable
 		var unschedulable *placement.UnschedulableError
 		if !errors.As(err, &unschedulable) {
@@ -96,15 +128,54 @@ func Schedule(dbc *dbfleetv1alpha1.DatabaseCluster, pps []dbfleetv1alpha1.Propag
 		setScheduled(dbc, metav1.ConditionFalse, out.Reason, err.Error()+"; current placement (if any) is kept")
 		return out
 	}
+	decision.Excluded = withAvoided(decision.Excluded, opts.Avoid)
 	out.Decision, out.Reason = &decision, ReasonScheduled
+	rebalance := opts.Rebalance || dbc.Annotations[dbfleetv1alpha1.AnnotationRebalance] != dbc.Status.ObservedRebalance
+	if !rebalance && !replacementNeeded(dbc, out.Match, &decision) {
+		out.Kept = true
+		return out
+	}
+	dbc.Status.Policy = &out.Match.Ref
+	dbc.Status.ObservedRebalance = dbc.Annotations[dbfleetv1alpha1.AnnotationRebalance]
+	previous := slices.Clone(dbc.Status.Placements)
 	applyDecision(dbc, decision, now, &out)
+	evict(dbc, previous, members, opts.Avoid, out.Match.Spec.Failover, now, &out)
 	if dbc.Status.Primary != nil {
 		dbc.Status.Primary.Preferred = preferred
 	}
 	return out
 }
 
-// schedule runs Schedule for the reconciler, with its metrics and Events.
+// replacementNeeded says whether a fresh decision must replace the placement in force. Like
+// Karmada's scheduler, the hub re-places a Divided or Aggregated database only when its spec or
+// its policy changed or a placed cluster became unfit, never because a cluster (re)appeared or
+// its capacity moved; a Duplicated one follows the fleet, since adding a copy moves nothing.
+func replacementNeeded(dbc *dbfleetv1alpha1.DatabaseCluster, match *policy.Match, d *placement.Decision) bool {
+	st := &dbc.Status
+	if len(st.Placements) == 0 || st.Policy == nil || *st.Policy != match.Ref {
+		return true
+	}
+	if c := meta.FindStatusCondition(st.Conditions, dbfleetv1alpha1.ConditionScheduled); c == nil ||
+		c.Status != metav1.ConditionTrue || c.ObservedGeneration != dbc.Generation {
+		return true
+	}
+	if rs := match.Spec.Placement.ReplicaScheduling; rs == nil || rs.ReplicaSchedulingType == policyv1alpha1.ReplicaSchedulingTypeDuplicated {
+		return true // no replicaScheduling means Duplicated, as in Karmada
+	}
+	if st.Primary != nil && d.Primary != st.Primary.Cluster {
+		return true
+	}
+	for _, p := range st.Placements {
+		if d.ShareOf(p.Cluster) == 0 {
+			return true // the cluster is gone or no longer fit
+		}
+	}
+	return false
+}
+
+// schedule runs Schedule for the reconciler, with its metrics and Events. It holds a decision
+// back while the old primary may still act (demotion, eviction, fencing) and while the eviction
+// rate limit says so. It returns when the DatabaseCluster must be looked at again.
 func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, error) {
 	dbc := s.dbc
 	pps := &dbfleetv1alpha1.PropagationPolicyList{}
@@ -117,12 +188,21 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 	}
 	before := meta.FindStatusCondition(dbc.Status.Conditions, dbfleetv1alpha1.ConditionScheduled).DeepCopy()
 	now := r.Clock.Now()
+	var failover *dbfleetv1alpha1.FailoverBehavior
+	if m := policy.Select(dbc, pps.Items, cpps.Items); m != nil {
+		failover = m.Spec.Failover
+	}
+	avoid, appDeadline := avoidClusters(s, failover, now)
 	start := time.Now()
 	// Schedule on a copy: a failover may have to wait for the old primary to fence itself.
 	planned := dbc.DeepCopy()
-	out := Schedule(planned, pps.Items, cpps.Items, s.members, now)
+	out := Schedule(planned, pps.Items, cpps.Items, s.members, now, Options{
+		DefaultTolerationSeconds: r.DefaultTolerationSeconds,
+		Avoid:                    avoid,
+	})
 	schedulingSeconds.Observe(time.Since(start).Seconds())
 	decisions.WithLabelValues(out.Reason).Inc()
+	requeue := soonest(out.RequeueAfter, appDeadline)
 
 	if out.PrimaryMoved && out.PrimaryFrom != "none" {
 		from, to, epoch := out.PrimaryFrom, planned.Status.Primary.Cluster, planned.Status.Primary.Epoch
@@ -135,7 +215,7 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 				if setFailover(dbc, metav1.ConditionTrue, ReasonDemoting, msg) {
 					r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, ReasonDemoting, "Demote", "%s", msg)
 				}
-				return out.RequeueAfter, nil
+				return requeue, nil
 			}
 		} else if placedOn(planned, from) {
 			// The old primary's cluster is unhealthy but its share is not evicted yet (its taint is
@@ -145,16 +225,26 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 			if setFailover(dbc, metav1.ConditionTrue, ReasonWaitingForEviction, msg) {
 				r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, ReasonWaitingForEviction, "Failover", "%s", msg)
 			}
-			return out.RequeueAfter, nil
+			return requeue, nil
 		} else if wait, reason, msg := r.failoverGate(dbc, old, from, now); wait > 0 {
 			// Keep the placement in force, old share and primary included, until it is safe.
 			if setFailover(dbc, metav1.ConditionTrue, reason, msg) {
 				r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, reason, "Failover", "%s", msg)
 			}
-			return wait, nil
+			return soonest(wait, requeue), nil
 		}
+	}
+	if wait := r.evictionDelay(out.FailureEvictions, now); wait > 0 {
+		// Too many shares are leaving failed clusters at once (a hub-side network fault looks like
+		// that too): keep this placement a little longer.
+		evictionsDelayed.Inc()
+		r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, "EvictionDelayed", "Evict",
+			"eviction rate limit reached; moving %d shares off failed clusters in %s", out.FailureEvictions, wait.Round(time.Millisecond))
+		return soonest(wait, requeue), nil
+	}
+	if out.PrimaryMoved && out.PrimaryFrom != "none" {
 		setFailover(planned, metav1.ConditionTrue, ReasonPromoted, fmt.Sprintf(
-			"primary moved from %s to %s at epoch %d; waiting for it to be ready", from, to, epoch))
+			"primary moved from %s to %s at epoch %d; waiting for it to be ready", out.PrimaryFrom, planned.Status.Primary.Cluster, planned.Status.Primary.Epoch))
 		promotions.Inc()
 	}
 	dbc.Status = planned.Status
@@ -163,6 +253,9 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 	if out.Err != nil && (before == nil || before.Reason != after.Reason || before.Message != after.Message) {
 		r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, out.Reason, "Schedule", "%s", truncate(out.Err.Error()))
 	}
+	if len(out.Evicted) > 0 {
+		r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, "Evicted", "Evict", "%s", truncate(evictionSummary(out.Evicted)))
+	}
 	if out.PrimaryMoved {
 		r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, "PrimaryChanged", "Promote",
 			"primary moved from %s to %s at epoch %d", out.PrimaryFrom, dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch)
@@ -170,7 +263,36 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 	if len(out.Moves) > 0 {
 		r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, "ReplicasMoved", "Schedule", "%s", listSome(out.Moves))
 	}
-	return out.RequeueAfter, nil
+	return requeue, nil
+}
+
+// evictionDelay takes n evictions from the hub-wide eviction rate limit, or says how long to wait
+// for them (zero: go ahead). A batch larger than the burst waits for a full bucket.
+func (r *Reconciler) evictionDelay(n int, now time.Time) time.Duration {
+	if n == 0 || r.EvictionLimiter == nil {
+		return 0
+	}
+	n = min(n, r.EvictionLimiter.Burst())
+	res := r.EvictionLimiter.ReserveN(now, n)
+	if !res.OK() {
+		return 0 // an infinite rate
+	}
+	if wait := res.DelayFrom(now); wait > 0 {
+		res.CancelAt(now)
+		return wait
+	}
+	return 0
+}
+
+// soonest is the smaller positive duration of a and b (zero when neither is positive).
+func soonest(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return max(b, 0)
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
 }
 
 // applyDecision writes a successful decision into the status, moving the primary epoch on when
@@ -280,10 +402,15 @@ func setScheduled(dbc *dbfleetv1alpha1.DatabaseCluster, status metav1.ConditionS
 	})
 }
 
-// clusterSnapshot is the engine's view of the fleet for a database requesting `requests` per replica.
-func clusterSnapshot(members map[string]*dbfleetv1alpha1.MemberCluster, requests corev1.ResourceList) []placement.Cluster {
+// clusterSnapshot is the engine's view of the fleet for a database requesting `requests` per
+// replica, without the clusters it must avoid.
+func clusterSnapshot(members map[string]*dbfleetv1alpha1.MemberCluster, avoid map[string]dbfleetv1alpha1.EvictionReason,
+	requests corev1.ResourceList) []placement.Cluster {
 	clusters := make([]placement.Cluster, 0, len(members))
-	for _, mc := range members {
+	for name, mc := range members {
+		if _, skip := avoid[name]; skip {
+			continue
+		}
 		clusters = append(clusters, placement.ClusterFromMember(mc, requests))
 	}
 	return clusters

@@ -3,7 +3,9 @@ package databasecluster
 import (
 	"context"
 	"fmt"
+	"time"
 
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
@@ -41,6 +43,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg hub.Config) error {
 	}
 	if cfg.Liveness != nil {
 		r.Liveness = cfg.Liveness
+	}
+	if t := cfg.DefaultUnreachableToleration; t != nil {
+		seconds := int64(*t / time.Second)
+		r.DefaultTolerationSeconds = &seconds
+	}
+	if cfg.EvictionRate > 0 {
+		r.EvictionLimiter = rate.NewLimiter(rate.Limit(cfg.EvictionRate), max(cfg.EvictionBurst, 1))
 	}
 	return r.SetupWithManager(mgr)
 }

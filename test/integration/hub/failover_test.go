@@ -45,9 +45,10 @@ func failoverPolicy(f *fixture, tolerationSeconds int64) {
 	}
 }
 
+// reportReady reports every placed share ready (the agents of evicted shares are gone).
 func reportReady(f *fixture, name string) {
 	f.t.Helper()
-	for _, mdb := range f.memberDatabases(name) {
+	for _, mdb := range f.placedMemberDatabases(name) {
 		f.reportAsAgent(mdb, mdb.Spec.Replicas, true)
 	}
 }

@@ -254,12 +254,25 @@ func (f *fixture) memberDatabases(name string) map[string]*dbfleetv1alpha1.Membe
 	return m
 }
 
-// waitMemberDatabases waits until the MemberDatabases' replicas per cluster equal want.
+// placedMemberDatabases are the MemberDatabases of placed shares: without the evicted shares
+// that are kept until they may be purged.
+func (f *fixture) placedMemberDatabases(name string) map[string]*dbfleetv1alpha1.MemberDatabase {
+	f.t.Helper()
+	m := f.memberDatabases(name)
+	for cluster, mdb := range m {
+		if mdb.Labels[dbfleetv1alpha1.LabelEvicting] == "true" {
+			delete(m, cluster)
+		}
+	}
+	return m
+}
+
+// waitMemberDatabases waits until the placed MemberDatabases' replicas per cluster equal want.
 func (f *fixture) waitMemberDatabases(name string, want map[string]int32) map[string]*dbfleetv1alpha1.MemberDatabase {
 	f.t.Helper()
 	var got map[string]*dbfleetv1alpha1.MemberDatabase
 	err := framework.WaitFor(f.ctx, framework.DefaultTimeout, "MemberDatabases "+fmt.Sprint(want), func(ctx context.Context) (bool, error) {
-		got = f.memberDatabases(name)
+		got = f.placedMemberDatabases(name)
 		if len(got) != len(want) {
 			return false, nil
 		}

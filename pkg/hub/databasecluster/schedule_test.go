@@ -1,0 +1,258 @@
+package databasecluster
+
+import (
+	"testing"
+	"time"
+
+	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+)
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// fleet builds Ready MemberClusters with unlimited room (the test databases request nothing).
+func fleet(names ...string) map[string]*dbfleetv1alpha1.MemberCluster {
+	out := map[string]*dbfleetv1alpha1.MemberCluster{}
+	for _, n := range names {
+		mc := &dbfleetv1alpha1.MemberCluster{}
+		mc.Name = n
+		meta.SetStatusCondition(&mc.Status.Conditions, metav1.Condition{Type: dbfleetv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Test"})
+		out[n] = mc
+	}
+	return out
+}
+
+// unreachableSince marks a cluster Ready=Unknown and tainted unreachable since the given time.
+func unreachableSince(mc *dbfleetv1alpha1.MemberCluster, since time.Time) {
+	meta.SetStatusCondition(&mc.Status.Conditions, metav1.Condition{Type: dbfleetv1alpha1.ConditionReady, Status: metav1.ConditionUnknown, Reason: "Test"})
+	added := metav1.NewTime(since)
+	mc.Spec.Taints = []corev1.Taint{{Key: dbfleetv1alpha1.TaintClusterUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: &added}}
+}
+
+func staticPolicy(weights map[string]int64, failover *dbfleetv1alpha1.FailoverBehavior) []dbfleetv1alpha1.PropagationPolicy {
+	pp := dbfleetv1alpha1.PropagationPolicy{}
+	pp.Name, pp.Namespace, pp.Generation = "p", "ns", 1
+	pp.Spec.ResourceSelectors = []dbfleetv1alpha1.ResourceSelector{{}}
+	wp := &policyv1alpha1.ClusterPreferences{}
+	for c, w := range weights {
+		wp.StaticWeightList = append(wp.StaticWeightList, policyv1alpha1.StaticClusterWeight{
+			TargetCluster: policyv1alpha1.ClusterAffinity{ClusterNames: []string{c}}, Weight: w})
+	}
+	pp.Spec.Placement.ReplicaScheduling = &policyv1alpha1.ReplicaSchedulingStrategy{
+		ReplicaSchedulingType:     policyv1alpha1.ReplicaSchedulingTypeDivided,
+		ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceWeighted,
+		WeightPreference:          wp,
+	}
+	pp.Spec.Failover = failover
+	return []dbfleetv1alpha1.PropagationPolicy{pp}
+}
+
+func newDB(replicas int32) *dbfleetv1alpha1.DatabaseCluster {
+	dbc := &dbfleetv1alpha1.DatabaseCluster{}
+	dbc.Name, dbc.Namespace, dbc.Generation = "db", "ns", 1
+	dbc.Spec.Replicas = replicas
+	return dbc
+}
+
+func TestNothingMovesBackToAReturningCluster(t *testing.T) {
+	members := fleet("east", "west", "central")
+	pps := staticPolicy(map[string]int64{"east": 1, "west": 1, "central": 1}, nil)
+	dbc := newDB(6)
+	Schedule(dbc, pps, nil, members, t0, Options{})
+	if got := sharesOf(dbc); got["east"] != 2 || got["west"] != 2 || got["central"] != 2 {
+		t.Fatalf("first placement: %v", got)
+	}
+	// east is lost long enough for the default 10 s toleration to run out.
+	unreachableSince(members["east"], t0)
+	out := Schedule(dbc, pps, nil, members, t0.Add(11*time.Second), Options{})
+	if out.Kept || sharesOf(dbc)["east"] != 0 || sharesOf(dbc)["west"]+sharesOf(dbc)["central"] != 6 {
+		t.Fatalf("east's share was not re-placed: kept=%v %v", out.Kept, sharesOf(dbc))
+	}
+	if len(dbc.Status.Evictions) != 1 || dbc.Status.Evictions[0].Cluster != "east" ||
+		dbc.Status.Evictions[0].Reason != dbfleetv1alpha1.EvictionClusterFailure ||
+		dbc.Status.Evictions[0].PurgeMode != dbfleetv1alpha1.PurgeGracefully || dbc.Status.Evictions[0].PurgeAfter == nil {
+		t.Fatalf("evictions = %+v, want east kept Gracefully", dbc.Status.Evictions)
+	}
+	// east returns; its evicted share was purged meanwhile.
+	members = fleet("east", "west", "central")
+	dbc.Status.Evictions = nil
+	before := sharesOf(dbc)
+	out = Schedule(dbc, pps, nil, members, t0.Add(time.Minute), Options{})
+	if !out.Kept || !equalShares(sharesOf(dbc), before) {
+		t.Errorf("replicas moved back to east on their own: kept=%v %v", out.Kept, sharesOf(dbc))
+	}
+	// A rebalance asks for the policy's layout again.
+	dbc.Annotations = map[string]string{dbfleetv1alpha1.AnnotationRebalance: "now"}
+	out = Schedule(dbc, pps, nil, members, t0.Add(2*time.Minute), Options{})
+	if out.Kept || sharesOf(dbc)["east"] != 2 || dbc.Status.ObservedRebalance != "now" {
+		t.Errorf("rebalance: kept=%v %v observed=%q", out.Kept, sharesOf(dbc), dbc.Status.ObservedRebalance)
+	}
+	if out := Schedule(dbc, pps, nil, members, t0.Add(3*time.Minute), Options{}); !out.Kept {
+		t.Error("the same annotation value re-placed again")
+	}
+}
+
+func TestEvictedShareKeepsItsClusterAndOrdinalsOut(t *testing.T) {
+	members := fleet("east", "west", "central")
+	pps := staticPolicy(map[string]int64{"east": 1, "west": 1, "central": 1}, nil)
+	dbc := newDB(3)
+	Schedule(dbc, pps, nil, members, t0, Options{})
+	var eastOrdinals dbfleetv1alpha1.OrdinalRange
+	for _, p := range dbc.Status.Placements {
+		if p.Cluster == "east" {
+			eastOrdinals = p.Ordinals
+		}
+	}
+	// Another change (replicas 3 → 4) while east's evicted share is kept: east gets nothing,
+	// and no new range overlaps its ordinals.
+	dbc.Status.Evictions = []dbfleetv1alpha1.Eviction{{Cluster: "east", Replicas: 1, Ordinals: eastOrdinals,
+		Reason: dbfleetv1alpha1.EvictionClusterFailure, PurgeMode: dbfleetv1alpha1.PurgeNever}}
+	dbc.Spec.Replicas, dbc.Generation = 4, 2
+	avoid := map[string]dbfleetv1alpha1.EvictionReason{"east": dbfleetv1alpha1.EvictionClusterFailure}
+	out := Schedule(dbc, pps, nil, members, t0.Add(time.Minute), Options{Avoid: avoid})
+	if out.Decision == nil || sharesOf(dbc)["east"] != 0 || sharesOf(dbc)["west"]+sharesOf(dbc)["central"] != 4 {
+		t.Fatalf("placement with east avoided: %v (%v)", sharesOf(dbc), out.Err)
+	}
+	for _, p := range dbc.Status.Placements {
+		if p.Ordinals.Start < eastOrdinals.Start+eastOrdinals.Count && eastOrdinals.Start < p.Ordinals.Start+p.Ordinals.Count {
+			t.Errorf("%s got ordinals %+v overlapping east's kept %+v", p.Cluster, p.Ordinals, eastOrdinals)
+		}
+	}
+	found := false
+	for _, e := range out.Decision.Excluded {
+		found = found || e.Cluster == "east" && e.Reason == ReasonEvictedShareKept
+	}
+	if !found {
+		t.Errorf("east's exclusion is not explained: %+v", out.Decision.Excluded)
+	}
+}
+
+func TestPurgeModes(t *testing.T) {
+	seconds := int32(30)
+	for _, tc := range []struct {
+		name      string
+		failover  *dbfleetv1alpha1.FailoverBehavior
+		wantKept  bool
+		wantMode  dbfleetv1alpha1.PurgeMode
+		wantGrace time.Duration
+	}{
+		{"default is graceful", nil, true, dbfleetv1alpha1.PurgeGracefully, dbfleetv1alpha1.DefaultGracePeriodSeconds * time.Second},
+		{"graceful with a grace period", &dbfleetv1alpha1.FailoverBehavior{Cluster: &dbfleetv1alpha1.ClusterFailoverBehavior{
+			PurgeMode: dbfleetv1alpha1.PurgeGracefully, GracePeriodSeconds: &seconds}}, true, dbfleetv1alpha1.PurgeGracefully, 30 * time.Second},
+		{"never", &dbfleetv1alpha1.FailoverBehavior{Cluster: &dbfleetv1alpha1.ClusterFailoverBehavior{
+			PurgeMode: dbfleetv1alpha1.PurgeNever}}, true, dbfleetv1alpha1.PurgeNever, 0},
+		{"immediately", &dbfleetv1alpha1.FailoverBehavior{Cluster: &dbfleetv1alpha1.ClusterFailoverBehavior{
+			PurgeMode: dbfleetv1alpha1.PurgeImmediately}}, false, "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			members := fleet("east", "west")
+			pps := staticPolicy(map[string]int64{"east": 1, "west": 1}, tc.failover)
+			dbc := newDB(2)
+			Schedule(dbc, pps, nil, members, t0, Options{})
+			unreachableSince(members["east"], t0)
+			now := t0.Add(11 * time.Second)
+			out := Schedule(dbc, pps, nil, members, now, Options{})
+			if out.FailureEvictions != 1 {
+				t.Errorf("FailureEvictions = %d, want 1", out.FailureEvictions)
+			}
+			if !tc.wantKept {
+				if len(dbc.Status.Evictions) != 0 || len(out.Purged) != 1 || out.Purged[0] != "east" {
+					t.Errorf("evictions %+v, purged %v; want east purged at once", dbc.Status.Evictions, out.Purged)
+				}
+				return
+			}
+			if len(dbc.Status.Evictions) != 1 {
+				t.Fatalf("evictions = %+v", dbc.Status.Evictions)
+			}
+			e := dbc.Status.Evictions[0]
+			if e.PurgeMode != tc.wantMode || e.Replicas != 1 {
+				t.Errorf("eviction = %+v, want mode %s with 1 replica", e, tc.wantMode)
+			}
+			if (e.PurgeAfter != nil) != (tc.wantGrace > 0) || e.PurgeAfter != nil && !e.PurgeAfter.Time.Equal(now.Add(tc.wantGrace)) {
+				t.Errorf("purgeAfter = %v, want now + %s", e.PurgeAfter, tc.wantGrace)
+			}
+		})
+	}
+}
+
+func TestUnschedulableEvictionKeepsTheShare(t *testing.T) {
+	members := fleet("east", "west")
+	pps := staticPolicy(map[string]int64{"east": 1}, nil) // only east has a weight
+	pps[0].Spec.Placement.ClusterAffinity = &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"east"}}
+	dbc := newDB(2)
+	Schedule(dbc, pps, nil, members, t0, Options{})
+	unreachableSince(members["east"], t0)
+	out := Schedule(dbc, pps, nil, members, t0.Add(time.Minute), Options{})
+	if out.Err == nil || sharesOf(dbc)["east"] != 2 || len(dbc.Status.Evictions) != 0 {
+		t.Fatalf("with nowhere to go the share must stay: err=%v %v evictions=%+v", out.Err, sharesOf(dbc), dbc.Status.Evictions)
+	}
+	c := meta.FindStatusCondition(dbc.Status.Conditions, dbfleetv1alpha1.ConditionScheduled)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonUnschedulable {
+		t.Errorf("Scheduled = %+v, want False/Unschedulable saying the placement is kept", c)
+	}
+}
+
+func TestDuplicatedFollowsTheFleet(t *testing.T) {
+	members := fleet("east", "west")
+	pp := dbfleetv1alpha1.PropagationPolicy{}
+	pp.Name, pp.Namespace = "dup", "ns"
+	pp.Spec.ResourceSelectors = []dbfleetv1alpha1.ResourceSelector{{}}
+	pps := []dbfleetv1alpha1.PropagationPolicy{pp}
+	dbc := newDB(1)
+	Schedule(dbc, pps, nil, members, t0, Options{})
+	members["central"] = fleet("central")["central"]
+	if out := Schedule(dbc, pps, nil, members, t0.Add(time.Second), Options{}); out.Kept || sharesOf(dbc)["central"] != 1 {
+		t.Errorf("a new cluster gets its copy under Duplicated: kept=%v %v", out.Kept, sharesOf(dbc))
+	}
+}
+
+func TestApplicationFailureIsAvoided(t *testing.T) {
+	tolerate := int32(60)
+	failover := &dbfleetv1alpha1.FailoverBehavior{Application: &dbfleetv1alpha1.ApplicationFailoverBehavior{
+		DecisionConditions: dbfleetv1alpha1.DecisionConditions{TolerationSeconds: &tolerate}}}
+	dbc := newDB(2)
+	dbc.Status.Placements = []dbfleetv1alpha1.ClusterPlacement{{Cluster: "east", Replicas: 1}, {Cluster: "west", Replicas: 1}}
+	unavailable := func(since time.Time) *dbfleetv1alpha1.MemberDatabase {
+		m := mdb(1, 1, 1, 1, 0)
+		m.Status.Conditions = []metav1.Condition{{Type: dbfleetv1alpha1.ConditionAvailable, Status: metav1.ConditionFalse,
+			Reason: "Test", LastTransitionTime: metav1.NewTime(since)}}
+		return m
+	}
+	s := &scope{dbc: dbc, members: fleet("east", "west"), memberDBs: map[string]*dbfleetv1alpha1.MemberDatabase{
+		"east": unavailable(t0), "west": mdb(1, 1, 1, 1, 1, "Available")}}
+	avoid, next := avoidClusters(s, failover, t0.Add(45*time.Second))
+	if len(avoid) != 0 || next != 16*time.Second {
+		t.Errorf("45 s into a 60 s toleration (+1 s for the condition's precision): avoid=%v next=%s, want none and 16s", avoid, next)
+	}
+	avoid, _ = avoidClusters(s, failover, t0.Add(61*time.Second))
+	if avoid["east"] != dbfleetv1alpha1.EvictionApplicationFailure || len(avoid) != 1 {
+		t.Errorf("past the toleration: avoid=%v, want east", avoid)
+	}
+	if avoid, _ := avoidClusters(s, nil, t0.Add(time.Hour)); len(avoid) != 0 {
+		t.Errorf("application failover is off without failover.application: avoid=%v", avoid)
+	}
+}
+
+func sharesOf(dbc *dbfleetv1alpha1.DatabaseCluster) map[string]int32 {
+	out := map[string]int32{}
+	for _, p := range dbc.Status.Placements {
+		out[p.Cluster] = p.Replicas
+	}
+	return out
+}
+
+func equalShares(a, b map[string]int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
