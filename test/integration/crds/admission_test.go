@@ -268,6 +268,16 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			field: "spec.failover.application.gracePeriodSeconds", message: "only when purgeMode is Gracefully",
 		},
 		{
+			name: "cluster failover grace period without graceful purge", kind: "PropagationPolicy",
+			spec:  ppSelectors + "  placement: {}\n  failover:\n    cluster:\n      purgeMode: Immediately\n      gracePeriodSeconds: 60\n",
+			field: "spec.failover.cluster.gracePeriodSeconds", message: "only when purgeMode is Gracefully",
+		},
+		{
+			name: "unknown cluster purge mode", kind: "PropagationPolicy",
+			spec:  ppSelectors + "  placement: {}\n  failover:\n    cluster:\n      purgeMode: Later\n",
+			field: "spec.failover.cluster.purgeMode", message: `supported values: "Immediately", "Gracefully", "Never"`,
+		},
+		{
 			name: "unknown scheduling type", kind: "ClusterPropagationPolicy",
 			spec:  ppSelectors + "  placement:\n    replicaScheduling:\n      replicaSchedulingType: Split\n",
 			field: "spec.placement.replicaScheduling.replicaSchedulingType", message: `supported values: "Duplicated", "Divided"`,

@@ -97,11 +97,12 @@ func TestDefaults(t *testing.T) {
 	expectField(t, dbc, "Automatic", "spec", "primary", "failover")
 
 	pp := object(t, "PropagationPolicy", uniqueName("defaults"), ppSelectors+
-		"  placement:\n    replicaScheduling: {}\n  failover:\n    application: {}\n")
+		"  placement:\n    replicaScheduling: {}\n  failover:\n    application: {}\n    cluster: {}\n")
 	create(ctx, t, pp)
 	expectField(t, pp, int64(0), "spec", "priority")
 	expectField(t, pp, "Divided", "spec", "placement", "replicaScheduling", "replicaSchedulingType")
 	expectField(t, pp, "Gracefully", "spec", "failover", "application", "purgeMode")
+	expectField(t, pp, "Gracefully", "spec", "failover", "cluster", "purgeMode")
 	expectField(t, pp, int64(300), "spec", "failover", "application", "decisionConditions", "tolerationSeconds")
 
 	mc := object(t, "MemberCluster", uniqueName("defaults"), "  region: us-east\n")
