@@ -182,6 +182,24 @@ func (m *joinedMember) podRole(ns, pod string) string {
 // it keeps running. Each side's observations are timestamped by the test: the old primary must be
 // fenced, and its member-local primary Lease expired, before the hub promotes another cluster.
 func TestPartitionedPrimaryFencesBeforePromotion(t *testing.T) {
+	primaryLoss(t, "north", "south", func(old *joinedMember) { old.proxy.partition() }, true)
+}
+
+// TestKilledPrimaryAgentLeaseExpiresBeforePromotion kills the primary cluster's agent outright:
+// nothing relabels its pods any more, so the member-local primary Lease, which the dead agent can
+// no longer renew, is the authority, and it must have expired before the hub promotes elsewhere.
+func TestKilledPrimaryAgentLeaseExpiresBeforePromotion(t *testing.T) {
+	primaryLoss(t, "up", "down", func(old *joinedMember) {
+		if err := old.agent.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}, false)
+}
+
+// primaryLoss places a two-replica database on clusters a and b (fresh members, agents through
+// proxies), loses the primary's cluster with lose, and checks the order of events: fenced (when
+// the agent still runs: wantFenced) and old primary Lease expired, both before the promotion.
+func primaryLoss(t *testing.T, a, b string, lose func(*joinedMember), wantFenced bool) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	hubBin, agentBin := build(t, dir)
@@ -193,8 +211,8 @@ func TestPartitionedPrimaryFencesBeforePromotion(t *testing.T) {
 	start(t, hubBin, "run", "--kubeconfig", adminPath, "--leader-elect=false", "--cluster-grace-period", "3s",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
 	members := map[string]*joinedMember{
-		"north": joinMember(t, hubBin, agentBin, adminPath, dir, "north", "r-north", true),
-		"south": joinMember(t, hubBin, agentBin, adminPath, dir, "south", "r-south", true),
+		a: joinMember(t, hubBin, agentBin, adminPath, dir, a, "r-"+a, true),
+		b: joinMember(t, hubBin, agentBin, adminPath, dir, b, "r-"+b, true),
 	}
 	for name := range members {
 		waitMember(t, name, name+" Ready", func(mc *dbfleetv1alpha1.MemberCluster) bool {
@@ -202,7 +220,7 @@ func TestPartitionedPrimaryFencesBeforePromotion(t *testing.T) {
 		})
 	}
 
-	const ns = "partition"
+	ns := "loss-" + a
 	if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +229,7 @@ func TestPartitionedPrimaryFencesBeforePromotion(t *testing.T) {
 		Spec: dbfleetv1alpha1.PropagationSpec{
 			ResourceSelectors: []dbfleetv1alpha1.ResourceSelector{{Name: "orders"}},
 			Placement: policyv1alpha1.Placement{
-				ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"north", "south"}},
+				ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{a, b}},
 				ClusterTolerations: []corev1.Toleration{{Key: dbfleetv1alpha1.TaintClusterUnreachable, Operator: corev1.TolerationOpExists,
 					Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](1)}},
 				ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDivided},
@@ -253,9 +271,9 @@ func TestPartitionedPrimaryFencesBeforePromotion(t *testing.T) {
 		t.Fatalf("pod %s in %s is %q, want primary", primaryPod, oldName, role)
 	}
 
-	// Cut the primary's agent off the hub. It keeps running against its member.
+	// Lose the primary's agent: cut off the hub (it keeps running against its member) or killed.
 	cut := time.Now()
-	old.proxy.partition()
+	lose(old)
 
 	// Watch both sides until the hub promotes, noting when each thing is first seen.
 	var fencedAt, promotedAt time.Time
@@ -277,10 +295,13 @@ func TestPartitionedPrimaryFencesBeforePromotion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("partitioned at 0; old primary fenced at %s; hub promoted %s at epoch %d at %s",
-		fencedAt.Sub(cut).Round(100*time.Millisecond), promoted.Status.Primary.Cluster, promoted.Status.Primary.Epoch,
-		promotedAt.Sub(cut).Round(100*time.Millisecond))
-	if fencedAt.IsZero() || !fencedAt.Before(promotedAt) {
+	fenced := "never (no agent left to relabel the pod)"
+	if !fencedAt.IsZero() {
+		fenced = "at " + fencedAt.Sub(cut).Round(100*time.Millisecond).String()
+	}
+	t.Logf("agent lost at 0; old primary fenced %s; hub promoted %s at epoch %d at %s", fenced,
+		promoted.Status.Primary.Cluster, promoted.Status.Primary.Epoch, promotedAt.Sub(cut).Round(100*time.Millisecond))
+	if wantFenced && (fencedAt.IsZero() || !fencedAt.Before(promotedAt)) {
 		t.Fatalf("the hub promoted before the cut-off primary fenced (fenced at %v, promoted at %v)", fencedAt, promotedAt)
 	}
 	if promoted.Status.Primary.Epoch != placed.Status.Primary.Epoch+1 {
