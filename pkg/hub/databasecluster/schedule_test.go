@@ -1,6 +1,7 @@
 package databasecluster
 
 import (
+	"maps"
 	"testing"
 	"time"
 
@@ -82,7 +83,7 @@ func TestNothingMovesBackToAReturningCluster(t *testing.T) {
 	dbc.Status.Evictions = nil
 	before := sharesOf(dbc)
 	out = Schedule(dbc, pps, nil, members, t0.Add(time.Minute), Options{})
-	if !out.Kept || !equalShares(sharesOf(dbc), before) {
+	if !out.Kept || !maps.Equal(sharesOf(dbc), before) {
 		t.Errorf("replicas moved back to east on their own: kept=%v %v", out.Kept, sharesOf(dbc))
 	}
 	// A rebalance asks for the policy's layout again.
@@ -243,16 +244,4 @@ func sharesOf(dbc *dbfleetv1alpha1.DatabaseCluster) map[string]int32 {
 		out[p.Cluster] = p.Replicas
 	}
 	return out
-}
-
-func equalShares(a, b map[string]int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -121,7 +122,7 @@ func TestGracefulEvictionThenRecovery(t *testing.T) {
 	f.database("payments", 1, map[string]string{"app": "payments"})
 	f.recoverCluster(lost)
 	f.waitDatabase("payments", "placed on the returned cluster", func(d *dbfleetv1alpha1.DatabaseCluster) bool { return shares(d)[lost] == 1 })
-	if got := shares(f.getDatabase("orders")); !sameShares(got, shares(settled)) {
+	if got := shares(f.getDatabase("orders")); !maps.Equal(got, shares(settled)) {
 		t.Errorf("replicas moved on their own when %s returned: %v -> %v", lost, shares(settled), got)
 	}
 
@@ -249,16 +250,4 @@ func waitNoMemberDatabase(f *fixture, name, cluster string) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-}
-
-func sameShares(a, b map[string]int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
