@@ -93,13 +93,10 @@ func (p *process) kill() {
 
 func build(t *testing.T, dir string) (hubBin, agentBin string) {
 	t.Helper()
-	hubBin, agentBin = filepath.Join(dir, "hub"), filepath.Join(dir, "agent")
-	cmd := exec.Command("go", "build", "-o", dir+"/", "./cmd/hub", "./cmd/agent")
-	cmd.Dir = framework.RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	if err := framework.Build(dir, "./cmd/hub", "./cmd/agent"); err != nil {
+		t.Fatal(err)
 	}
-	return hubBin, agentBin
+	return filepath.Join(dir, "hub"), filepath.Join(dir, "agent")
 }
 
 func writeFile(t *testing.T, path string, data []byte) string {

@@ -3,12 +3,9 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/url"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,73 +25,12 @@ import (
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
-// proxy forwards TCP connections to the hub until cut: then it drops every connection and
-// refuses new ones, as a network partition between one agent and the hub would.
-type proxy struct {
-	listener net.Listener
-	target   string
-
-	mu    sync.Mutex
-	cut   bool
-	conns []net.Conn
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{listener: l, target: target}
-	go p.serve()
-	t.Cleanup(func() { _ = l.Close(); p.partition() })
-	return p
-}
-
-func (p *proxy) addr() string { return p.listener.Addr().String() }
-
-func (p *proxy) serve() {
-	for {
-		in, err := p.listener.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.cut {
-			p.mu.Unlock()
-			_ = in.Close()
-			continue
-		}
-		out, err := net.Dial("tcp", p.target)
-		if err != nil {
-			p.mu.Unlock()
-			_ = in.Close()
-			continue
-		}
-		p.conns = append(p.conns, in, out)
-		p.mu.Unlock()
-		go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
-		go func() { _, _ = io.Copy(in, out); _ = in.Close() }()
-	}
-}
-
-// partition cuts the link: open connections are closed, new ones refused.
-func (p *proxy) partition() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = true
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-	p.conns = nil
-}
-
 // joinedMember is a member cluster joined with `hub join` and its manifests, with its agent
 // running on exactly the credentials join minted (and its member ServiceAccount).
 type joinedMember struct {
 	name  string
 	env   *framework.Environment
-	proxy *proxy
+	proxy *framework.Proxy
 	agent *process
 }
 
@@ -113,8 +49,11 @@ func joinMember(t *testing.T, hubBin, agentBin, adminPath, dir, name, region str
 		if err != nil {
 			t.Fatal(err)
 		}
-		m.proxy = newProxy(t, hubURL.Host)
-		args = append(args, "--hub-server", "https://"+m.proxy.addr())
+		if m.proxy, err = framework.StartProxy(hubURL.Host); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.proxy.Close)
+		args = append(args, "--hub-server", "https://"+m.proxy.Addr())
 	}
 	if out, err := exec.Command(hubBin, args...).CombinedOutput(); err != nil {
 		t.Fatalf("hub join %s: %v\n%s", name, err, out)
@@ -182,7 +121,7 @@ func (m *joinedMember) podRole(ns, pod string) string {
 // it keeps running. Each side's observations are timestamped by the test: the old primary must be
 // fenced, and its member-local primary Lease expired, before the hub promotes another cluster.
 func TestPartitionedPrimaryFencesBeforePromotion(t *testing.T) {
-	primaryLoss(t, "north", "south", func(old *joinedMember) { old.proxy.partition() }, true)
+	primaryLoss(t, "north", "south", func(old *joinedMember) { old.proxy.Partition() }, true)
 }
 
 // TestKilledPrimaryAgentLeaseExpiresBeforePromotion kills the primary cluster's agent outright:
