@@ -1,0 +1,253 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/agent/heartbeat"
+	"github.com/dbfleet/dbfleet/test/framework"
+)
+
+// The suite's federation settings: short, so a failover takes seconds, yet with room for a
+// loaded 2-core machine to renew a 1 s heartbeat well within the fence and grace periods.
+const (
+	heartbeatInterval  = 1 * time.Second
+	fenceAfter         = 4 * time.Second
+	clusterGracePeriod = 5 * time.Second
+	// toleration is how long the tests' policies tolerate dbfleet.io/unreachable:NoExecute.
+	toleration = 5 * time.Second
+)
+
+// members are the federation's member clusters.
+var members = []string{"east", "west", "central"}
+
+// federation is a local federation run by bin/localfed, with admin clients for its clusters.
+type federation struct {
+	dir, bin string // localfed's state directory; hub, agent, localfed and k8s/
+	hub      client.Client
+	clusters map[string]client.Client
+	// proxies carry each member's agent to the hub, so a test can cut one off.
+	proxies map[string]*framework.Proxy
+	// stopped are the components a test stopped and has not started again.
+	stopped map[string]bool
+}
+
+// up starts the federation with `localfed up` and routes every agent through a proxy.
+func up(bin, dir string) (*federation, error) {
+	f := &federation{dir: dir, bin: bin, clusters: map[string]client.Client{},
+		proxies: map[string]*framework.Proxy{}, stopped: map[string]bool{}}
+	err := f.localfed(os.Stdout, "up", "--bin", bin, "--members", strings.Join(members, ","),
+		"--cluster-grace-period", clusterGracePeriod.String(), "--heartbeat-interval", heartbeatInterval.String(),
+		"--fence-after", fenceAfter.String())
+	if err == nil {
+		err = f.connect()
+	}
+	if err == nil {
+		err = f.routeAgentsThroughProxies()
+	}
+	if err != nil {
+		return nil, errors.Join(err, f.close(true))
+	}
+	return f, nil
+}
+
+// localfed runs `bin/localfed cmd --dir <dir> args...` from the repository root (it finds the
+// CRDs there), writing its output to out.
+func (f *federation) localfed(out io.Writer, cmd string, args ...string) error {
+	c := exec.Command(filepath.Join(f.bin, "localfed"), append([]string{cmd, "--dir", f.dir}, args...)...)
+	c.Dir = framework.RepoRoot()
+	c.Stdout, c.Stderr = out, out
+	if err := c.Run(); err != nil {
+		return fmt.Errorf("localfed %s %s: %w", cmd, strings.Join(args, " "), err)
+	}
+	return nil
+}
+
+// close stops every process of the federation by its pid file (`localfed down`). When the suite
+// failed it first copies the processes' logs to a directory it prints.
+func (f *federation) close(failed bool) error {
+	for _, p := range f.proxies {
+		p.Close()
+	}
+	if failed {
+		if logs, err := os.MkdirTemp("", "dbfleet-e2e-logs-"); err == nil {
+			if err := os.CopyFS(logs, os.DirFS(filepath.Join(f.dir, "logs"))); err == nil {
+				fmt.Fprintf(os.Stderr, "e2e: the federation's logs are in %s\n", logs)
+			}
+		}
+	}
+	var out bytes.Buffer
+	if err := f.localfed(&out, "down"); err != nil {
+		return fmt.Errorf("%w\n%s", err, out.String())
+	}
+	return nil
+}
+
+func (f *federation) connect() error {
+	var err error
+	if f.hub, _, err = newClient(filepath.Join(f.dir, "hub.kubeconfig")); err != nil {
+		return err
+	}
+	for _, m := range members {
+		if f.clusters[m], _, err = newClient(filepath.Join(f.dir, m+".kubeconfig")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func newClient(kubeconfig string) (client.Client, *rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Tests poll; client-go's default 5 QPS would make them wait on the client, not the servers.
+	cfg.QPS, cfg.Burst, cfg.Timeout = 200, 400, 15*time.Second
+	c, err := client.New(cfg, client.Options{Scheme: framework.Scheme})
+	return c, cfg, err
+}
+
+// routeAgentsThroughProxies points each agent's hub kubeconfig at a proxy of the suite and
+// restarts the agent with the command localfed recorded, then waits until every agent renews
+// its Lease through its proxy.
+func (f *federation) routeAgentsThroughProxies() error {
+	hubCfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(f.dir, "hub.kubeconfig"))
+	if err != nil {
+		return err
+	}
+	hubURL, err := url.Parse(hubCfg.Host)
+	if err != nil {
+		return err
+	}
+	restarted := time.Now()
+	for _, m := range members {
+		p, err := framework.StartProxy(hubURL.Host)
+		if err != nil {
+			return err
+		}
+		f.proxies[m] = p
+		path := filepath.Join(f.dir, m+"-hub.kubeconfig")
+		kc, err := clientcmd.LoadFromFile(path)
+		if err != nil {
+			return err
+		}
+		for _, c := range kc.Clusters {
+			c.Server = "https://" + p.Addr()
+		}
+		if err := clientcmd.WriteToFile(*kc, path); err != nil {
+			return err
+		}
+		var out bytes.Buffer
+		if err := f.localfed(&out, "stop", "agent-"+m); err != nil {
+			return fmt.Errorf("%w\n%s", err, out.String())
+		}
+		if err := f.localfed(&out, "start", "agent-"+m); err != nil {
+			return fmt.Errorf("%w\n%s", err, out.String())
+		}
+	}
+	ctx := context.Background()
+	return framework.WaitFor(ctx, time.Minute, "every agent renewing through its proxy", func(ctx context.Context) (bool, error) {
+		for _, m := range members {
+			lease := &coordinationv1.Lease{}
+			key := client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(m), Name: heartbeat.LeaseName}
+			if err := f.hub.Get(ctx, key, lease); err != nil {
+				return false, err
+			}
+			if lease.Spec.RenewTime == nil || lease.Spec.RenewTime.Time.Before(restarted) {
+				return false, fmt.Errorf("agent-%s has not renewed since its restart", m)
+			}
+		}
+		return true, f.healthy(ctx)
+	})
+}
+
+// healthy fails unless every MemberCluster is Ready and carries no taint of the hub's.
+func (f *federation) healthy(ctx context.Context) error {
+	for _, m := range members {
+		mc := &dbfleetv1alpha1.MemberCluster{}
+		if err := f.hub.Get(ctx, client.ObjectKey{Name: m}, mc); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady) {
+			return fmt.Errorf("MemberCluster %s is not Ready", m)
+		}
+		if len(mc.Spec.Taints) > 0 {
+			return fmt.Errorf("MemberCluster %s is tainted: %v", m, mc.Spec.Taints)
+		}
+	}
+	return nil
+}
+
+// requireHealthy starts a test on a whole federation: every process running, every member
+// Ready and untainted (a previous test may have just healed a fault).
+func (f *federation) requireHealthy(t *testing.T) {
+	t.Helper()
+	var out bytes.Buffer
+	if err := f.localfed(&out, "status"); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	await(t, time.Minute, "a healthy federation", func(ctx context.Context) (bool, error) {
+		return true, f.healthy(ctx)
+	})
+}
+
+// stop stops a component (e.g. agent-west, hub) by its pid file with `localfed stop`; if the
+// test does not start it again, its cleanup does.
+func (f *federation) stop(t *testing.T, component string) {
+	t.Helper()
+	var out bytes.Buffer
+	if err := f.localfed(&out, "stop", component); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	t.Logf("localfed stop %s: %s", component, strings.TrimSpace(out.String()))
+	if !f.stopped[component] {
+		f.stopped[component] = true
+		t.Cleanup(func() {
+			if f.stopped[component] {
+				f.start(t, component)
+			}
+		})
+	}
+}
+
+// start starts a component again with `localfed start`, as `localfed up` ran it.
+func (f *federation) start(t *testing.T, component string) {
+	t.Helper()
+	var out bytes.Buffer
+	if err := f.localfed(&out, "start", component); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	delete(f.stopped, component)
+	t.Logf("localfed start %s: %s", component, strings.TrimSpace(out.String()))
+}
+
+// partition cuts a member's agent off the hub (the agent keeps running); the test's cleanup
+// heals the link if the test did not.
+func (f *federation) partition(t *testing.T, member string) {
+	t.Helper()
+	f.proxies[member].Partition()
+	t.Cleanup(f.proxies[member].Heal)
+}
+
+// membersExcept lists the members but those given.
+func membersExcept(skip ...string) []string {
+	return slices.DeleteFunc(slices.Clone(members), func(m string) bool { return slices.Contains(skip, m) })
+}

@@ -1,0 +1,103 @@
+package e2e
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dbfleet/dbfleet/test/framework"
+)
+
+// fed is the suite's federation, brought up once in TestMain.
+var fed *federation
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("skipping the e2e suite in -short mode: it runs a local federation")
+		os.Exit(0)
+	}
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	work, err := os.MkdirTemp("", "dbfleet-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	var once sync.Once
+	teardown := func(failed bool) {
+		once.Do(func() {
+			if fed != nil {
+				if err := fed.close(failed); err != nil {
+					fmt.Fprintf(os.Stderr, "e2e: %v; %s kept: stop what is left with `localfed down --dir %s`\n", err, work, fed.dir)
+					return
+				}
+			}
+			_ = os.RemoveAll(work)
+		})
+	}
+	code := 1
+	defer func() { teardown(code != 0) }()
+	// The federation's processes run detached, so a test binary that dies leaves them running:
+	// an interrupt, or the test timeout about to fire, stops them by their pid files first.
+	stopOn := make(chan os.Signal, 1)
+	signal.Notify(stopOn, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-stopOn
+		fmt.Fprintf(os.Stderr, "e2e: %v: stopping the local federation\n", sig)
+		teardown(true)
+		os.Exit(1)
+	}()
+
+	start := time.Now()
+	bin := filepath.Join(work, "bin")
+	if err := buildBinaries(bin); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf("e2e: built hub, agent and localfed in %s\n", time.Since(start).Round(100*time.Millisecond))
+	if fed, err = up(bin, filepath.Join(work, "fed")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf("e2e: local federation up in %s (state in %s)\n", time.Since(start).Round(100*time.Millisecond), fed.dir)
+
+	if timeout := flag.Lookup("test.timeout").Value.(flag.Getter).Get().(time.Duration); timeout > 2*time.Minute {
+		// Stop the federation shortly before `go test` kills the binary at its -timeout.
+		watchdog := time.AfterFunc(timeout-time.Minute, func() {
+			fmt.Fprintf(os.Stderr, "e2e: the -timeout of %s is about to expire: stopping the local federation\n", timeout)
+			teardown(true)
+		})
+		defer watchdog.Stop()
+	}
+	code = m.Run()
+	return code
+}
+
+// buildBinaries builds hub, agent and localfed from the checkout into bin, and links bin/k8s to
+// the Kubernetes binaries, the layout `localfed up --bin` expects.
+func buildBinaries(bin string) error {
+	if err := framework.Build(bin, "./cmd/hub", "./cmd/agent", "./hack/localfed"); err != nil {
+		return err
+	}
+	k8s, err := framework.BinDir()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(k8s, "kwok")); err != nil {
+		return fmt.Errorf("kwok not found in %s (run `make k8s-bins`): %w", k8s, err)
+	}
+	k8s, err = filepath.Abs(k8s)
+	if err != nil {
+		return err
+	}
+	return os.Symlink(k8s, filepath.Join(bin, "k8s"))
+}

@@ -1,0 +1,91 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+)
+
+// TestPolicyChangeKeepsReadyReplicas moves west's share to central by changing the policy's
+// weights (east 2, west 1 → east 2, central 1) and samples, while the replicas migrate, both the
+// hub's status.readyReplicas and the Ready Pods in the members. docs/hub.md documents the
+// minimum: the Ready count never drops below the replicas of the clusters that keep their share
+// (here east's 2, which is also the majority the database needs to stay Available).
+func TestPolicyChangeKeepsReadyReplicas(t *testing.T) {
+	fed.requireHealthy(t)
+	const ns = "migrate"
+	pp := fed.setUp(t, ns, staticWeights(map[string]int64{"east": 2, "west": 1}))
+	dbc := newDatabase(ns, "orders", 3, "east")
+	fed.create(t, dbc)
+	fed.awaitRollout(t, newStopwatch(t), dbc)
+	before, err := fed.database(context.Background(), dbc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const minimum = 2 // east keeps its 2 replicas
+	if p := before.Status.Placements; len(p) != 2 || p[0].Cluster != "east" || p[0].Replicas != minimum {
+		t.Fatalf("placements %+v, want east 2 and west 1", p)
+	}
+
+	lowHub, lowPods := dbc.Spec.Replicas, dbc.Spec.Replicas
+	var bad violations
+	sampling := startSampler(t, 100*time.Millisecond, func(ctx context.Context) bool {
+		d, err := fed.database(ctx, dbc)
+		if err != nil {
+			return false
+		}
+		var pods int32
+		for _, m := range members {
+			s, err := fed.share(ctx, m, ns, dbc.Name)
+			if err != nil {
+				return false
+			}
+			pods += s.ready()
+		}
+		lowHub, lowPods = min(lowHub, d.Status.ReadyReplicas), min(lowPods, pods)
+		if d.Status.ReadyReplicas < minimum || pods < minimum {
+			bad.add("hub %d ready, %d Ready Pods in the members", d.Status.ReadyReplicas, pods)
+		}
+		return true
+	})
+
+	sw := newStopwatch(t)
+	pp.Spec.Placement = staticWeights(map[string]int64{"east": 2, "central": 1})
+	if err := fed.hub.Update(context.Background(), pp); err != nil {
+		t.Fatal(err)
+	}
+	await(t, 2*time.Minute, "west's share moved to central", func(ctx context.Context) (bool, error) {
+		d, err := fed.database(ctx, dbc)
+		if err != nil {
+			return false, err
+		}
+		sw.mark("hub moved the share to central", placedOn(d, "central") && !placedOn(d, "west"))
+		err = fed.converged(ctx, dbc)
+		return err == nil, err
+	})
+	sw.lap("converged on east and central")
+	samples := sampling.stop()
+	bad.report(t, samples, "Ready count never below the 2 replicas east keeps")
+	t.Logf("lowest Ready count while migrating: hub %d, member Pods %d (of %d)", lowHub, lowPods, dbc.Spec.Replicas)
+
+	after, err := fed.database(context.Background(), dbc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Status.Primary.Cluster != "east" || after.Status.Primary.Epoch != before.Status.Primary.Epoch {
+		t.Errorf("primary moved from east/%d to %s/%d; the share it is in did not move",
+			before.Status.Primary.Epoch, after.Status.Primary.Cluster, after.Status.Primary.Epoch)
+	}
+}
+
+// placedOn reports whether d's status places replicas on cluster.
+func placedOn(d *dbfleetv1alpha1.DatabaseCluster, cluster string) bool {
+	for _, p := range d.Status.Placements {
+		if p.Cluster == cluster && p.Replicas > 0 {
+			return true
+		}
+	}
+	return false
+}
