@@ -121,7 +121,8 @@ func (s share) holder() string {
 // and has its MemberDatabase; a member without a share runs nothing of it and has none; and there
 // is one primary, the lowest ordinal of the primary cluster's share, labelled primary and holding
 // the unexpired Lease <cluster>/<epoch>, while no other member has a Pod labelled primary or an
-// unexpired Lease. Members in skip (whose agents are stopped) are not inspected.
+// unexpired Lease. Members in skip (whose agents are stopped or cut off) are not inspected, and
+// a share the status still lists on them does not count towards the replicas.
 func (f *federation) converged(ctx context.Context, dbc *dbfleetv1alpha1.DatabaseCluster, skip ...string) error {
 	d, err := f.database(ctx, dbc)
 	if err != nil {
@@ -133,16 +134,24 @@ func (f *federation) converged(ctx context.Context, dbc *dbfleetv1alpha1.Databas
 		return fmt.Errorf("hub has observed generation %d of %d", st.ObservedGeneration, d.Generation)
 	case !meta.IsStatusConditionTrue(st.Conditions, dbfleetv1alpha1.ConditionScheduled):
 		return fmt.Errorf("not Scheduled: %v", meta.FindStatusCondition(st.Conditions, dbfleetv1alpha1.ConditionScheduled))
-	case st.Replicas != d.Spec.Replicas || st.ReadyReplicas != d.Spec.Replicas:
-		return fmt.Errorf("hub reports %d of %d ready, %d placed: %+v", st.ReadyReplicas, d.Spec.Replicas, st.Replicas, st.Placements)
+	case st.ReadyReplicas != d.Spec.Replicas:
+		return fmt.Errorf("hub reports %d of %d ready: %+v", st.ReadyReplicas, d.Spec.Replicas, st.Placements)
 	case !meta.IsStatusConditionTrue(st.Conditions, dbfleetv1alpha1.ConditionAvailable):
 		return fmt.Errorf("not Available: %v", meta.FindStatusCondition(st.Conditions, dbfleetv1alpha1.ConditionAvailable))
 	case st.Primary == nil:
 		return fmt.Errorf("no primary")
 	}
-	placed := map[string]dbfleetv1alpha1.ClusterPlacement{}
+	// A skipped member may still be listed while its share drains (graceful eviction); the
+	// others must hold every replica.
+	placed, replicas := map[string]dbfleetv1alpha1.ClusterPlacement{}, int32(0)
 	for _, p := range st.Placements {
 		placed[p.Cluster] = p
+		if !slices.Contains(skip, p.Cluster) {
+			replicas += p.Replicas
+		}
+	}
+	if replicas != d.Spec.Replicas {
+		return fmt.Errorf("%d replicas placed, want %d: %+v", replicas, d.Spec.Replicas, st.Placements)
 	}
 	for _, m := range membersExcept(skip...) {
 		if err := f.shareConverged(ctx, d, m, placed); err != nil {

@@ -14,7 +14,7 @@
 // the clusters that keep their share; deletion leaving nothing in any member; failover when a
 // member's agent stops, within grace + toleration + a 30 s margin at epoch + 1, and the cleanup
 // of the member when it returns; a partitioned primary that fences before the hub promotes, with
-// a sampler checking that no two unfenced primaries ever hold unexpired primary Leases; a hub
+// watches checking, at every change, that no two unfenced primaries hold unexpired primary Leases; a hub
 // restart in the middle of a failover; and the propagation latency of 20 DatabaseClusters. Each
 // test logs what it measured (run with -v to see it).
 //

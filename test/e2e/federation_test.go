@@ -44,6 +44,8 @@ type federation struct {
 	dir, bin string // localfed's state directory; hub, agent, localfed and k8s/
 	hub      client.Client
 	clusters map[string]client.Client
+	// configs reach the hub ("hub") and each member as admin.
+	configs map[string]*rest.Config
 	// proxies carry each member's agent to the hub, so a test can cut one off.
 	proxies map[string]*framework.Proxy
 	// stopped are the components a test stopped and has not started again.
@@ -52,7 +54,7 @@ type federation struct {
 
 // up starts the federation with `localfed up` and routes every agent through a proxy.
 func up(bin, dir string) (*federation, error) {
-	f := &federation{dir: dir, bin: bin, clusters: map[string]client.Client{},
+	f := &federation{dir: dir, bin: bin, clusters: map[string]client.Client{}, configs: map[string]*rest.Config{},
 		proxies: map[string]*framework.Proxy{}, stopped: map[string]bool{}}
 	err := f.localfed(os.Stdout, "up", "--bin", bin, "--members", strings.Join(members, ","),
 		"--cluster-grace-period", clusterGracePeriod.String(), "--heartbeat-interval", heartbeatInterval.String(),
@@ -103,11 +105,11 @@ func (f *federation) close(failed bool) error {
 
 func (f *federation) connect() error {
 	var err error
-	if f.hub, _, err = newClient(filepath.Join(f.dir, "hub.kubeconfig")); err != nil {
+	if f.hub, f.configs["hub"], err = newClient(filepath.Join(f.dir, "hub.kubeconfig")); err != nil {
 		return err
 	}
 	for _, m := range members {
-		if f.clusters[m], _, err = newClient(filepath.Join(f.dir, m+".kubeconfig")); err != nil {
+		if f.clusters[m], f.configs[m], err = newClient(filepath.Join(f.dir, m+".kubeconfig")); err != nil {
 			return err
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,10 +17,10 @@ import (
 
 // TestPartitionedPrimary cuts the primary member's agent (central) off the hub while it keeps
 // running against its member. The agent must fence its primary (relabel it fenced, stop renewing
-// the primary Lease) before the hub promotes another member at epoch + 1; throughout, a sampler
-// reads every member's Pods and primary Lease and checks that there is no instant with two
-// unfenced primaries holding unexpired Leases, and that the Lease terms of different members
-// never overlap. When the link heals, central is cleaned up like a returning member.
+// the primary Lease) before the hub promotes another member at epoch + 1. Throughout, watches on
+// every member's Pods and primary Lease check that there is no instant with two unfenced
+// primaries holding unexpired Leases, and that the Lease terms of different members never
+// overlap. When the link heals, central is cleaned up like a returning member.
 func TestPartitionedPrimary(t *testing.T) {
 	fed.requireHealthy(t)
 	const ns, cut = "partition", "central"
@@ -41,7 +40,7 @@ func TestPartitionedPrimary(t *testing.T) {
 		}
 	}
 
-	watch := watchPrimaries(t, ns, dbc.Name)
+	watch := watchPrimaries(t, dbc)
 	sw := newStopwatch(t)
 	fed.partition(t, cut)
 	sw.lap("central's agent cut off the hub (it keeps running)")
@@ -90,12 +89,10 @@ func TestPartitionedPrimary(t *testing.T) {
 	watch.check(t, cut, promotedSince)
 }
 
-// primaryWatch samples every member's Pods and primary Lease of one database.
+// primaryWatch follows every member's Pods and primary Lease of one database.
 type primaryWatch struct {
-	sampler *sampler
-	bad     violations
-
-	mu    sync.Mutex
+	watch *databaseWatch
+	bad   violations
 	terms map[string]leaseTerm // by holder and renewal: every Lease term seen
 }
 
@@ -105,24 +102,21 @@ type leaseTerm struct {
 	renewed, expires time.Time
 }
 
-func watchPrimaries(t *testing.T, ns, db string) *primaryWatch {
+// watchPrimaries checks, in every state the watches deliver, that at most one member has an
+// unfenced primary (a Pod labelled primary) and an unexpired primary Lease in its own name. A
+// second such member can only appear through a change (a Lease renewed, a Pod relabelled), so
+// this checks every instant, as the watches see them.
+func watchPrimaries(t *testing.T, dbc *dbfleetv1alpha1.DatabaseCluster) *primaryWatch {
 	w := &primaryWatch{terms: map[string]leaseTerm{}}
-	w.sampler = startSampler(t, 100*time.Millisecond, func(ctx context.Context) bool {
+	w.watch = fed.watchDatabase(t, dbc, func(st fleetState) {
 		now := time.Now()
 		var holding []string
 		for _, m := range members {
-			s, err := fed.share(ctx, m, ns, db)
-			if err != nil {
-				return false
-			}
+			s := st.shares[m]
 			if s.lease != nil && s.lease.Spec.RenewTime != nil {
 				term := leaseTerm{member: m, holder: s.holder(), renewed: s.lease.Spec.RenewTime.Time, expires: s.leaseExpiry()}
-				w.mu.Lock()
 				w.terms[term.holder+"@"+term.renewed.String()] = term
-				w.mu.Unlock()
 			}
-			// An unfenced primary (a Pod labelled primary) whose member holds an unexpired Lease
-			// in its own name.
 			if len(s.primaries()) > 0 && now.Before(s.leaseExpiry()) && strings.HasPrefix(s.holder(), m+"/") {
 				holding = append(holding, fmt.Sprintf("%s (%v, Lease %s until %s)", m, s.primaries(), s.holder(), s.leaseExpiry().Format(time.StampMilli)))
 			}
@@ -130,18 +124,16 @@ func watchPrimaries(t *testing.T, ns, db string) *primaryWatch {
 		if len(holding) > 1 {
 			w.bad.add("at %s: %s", now.Format(time.StampMilli), strings.Join(holding, "; "))
 		}
-		return true
 	})
 	return w
 }
 
-// check stops sampling and reports: no sample with two unfenced primaries holding unexpired
+// check stops watching and reports: no state with two unfenced primaries holding unexpired
 // Leases; no two members' Lease terms overlapping; and the cut-off member's last term expired
 // before the promotion (status.primary.since, whole seconds, rounded down).
 func (w *primaryWatch) check(t *testing.T, cut string, promotedSince time.Time) {
 	t.Helper()
-	samples := w.sampler.stop()
-	w.bad.report(t, samples, "never two unfenced primaries holding unexpired primary Leases")
+	w.bad.report(t, w.watch.stop(), "never two unfenced primaries holding unexpired primary Leases")
 	terms := make([]leaseTerm, 0, len(w.terms))
 	for _, term := range w.terms {
 		terms = append(terms, term)

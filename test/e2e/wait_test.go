@@ -57,44 +57,7 @@ func (s *stopwatch) at(what string) (time.Duration, bool) {
 	return d, ok
 }
 
-// sampler calls sample in the background every interval until stopped, to check invariants
-// that must hold at every instant, not only at the end. sample reports whether it read
-// everything it needed (a read that failed is no observation).
-type sampler struct {
-	cancel context.CancelFunc
-	done   sync.WaitGroup
-	count  int
-}
-
-func startSampler(t *testing.T, every time.Duration, sample func(context.Context) bool) *sampler {
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &sampler{cancel: cancel}
-	t.Cleanup(func() { s.stop() })
-	s.done.Go(func() {
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for {
-			if sample(ctx) {
-				s.count++
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-		}
-	})
-	return s
-}
-
-// stop ends the sampling and returns the number of complete samples.
-func (s *sampler) stop() int {
-	s.cancel()
-	s.done.Wait()
-	return s.count
-}
-
-// violations collects what a sampler saw go wrong, keeping the first few.
+// violations collects what a watch saw go wrong, keeping the first few.
 type violations struct {
 	mu    sync.Mutex
 	n     int
@@ -110,11 +73,11 @@ func (v *violations) add(format string, args ...any) {
 	}
 }
 
-func (v *violations) report(t *testing.T, samples int, invariant string) {
+func (v *violations) report(t *testing.T, states int, invariant string) {
 	t.Helper()
 	if v.n > 0 {
-		t.Errorf("%s: violated in %d of %d samples, first: %v", invariant, v.n, samples, v.first)
+		t.Errorf("%s: violated in %d of %d states, first: %v", invariant, v.n, states, v.first)
 		return
 	}
-	t.Logf("%s: held in all %d samples", invariant, samples)
+	t.Logf("%s: held in all %d states seen", invariant, states)
 }
