@@ -4,7 +4,7 @@
 // running as a local process. Every process runs detached with a pid file, so the federation
 // outlives the command and is stopped by pid. See docs/localfed.md.
 //
-//	localfed up [--members east,west,central] [--cluster-grace-period 20s] [--heartbeat-interval 5s] [--fence-after 15s]
+//	localfed up [--members east,west,central] [--cluster-grace-period 20s] [--heartbeat-interval 5s] [--fence-after 15s] [--volumes 60]
 //	localfed down
 //	localfed status
 //	localfed stop COMPONENT     # e.g. agent-west: a fault to watch
@@ -62,6 +62,7 @@ func main() {
 		fs.DurationVar(&o.gracePeriod, "cluster-grace-period", 20*time.Second, "hub run --cluster-grace-period")
 		fs.DurationVar(&o.heartbeatInterval, "heartbeat-interval", 5*time.Second, "the agents' --heartbeat-interval (and hub join's)")
 		fs.DurationVar(&o.fenceAfter, "fence-after", 15*time.Second, "the agents' --fence-after (and hub join's)")
+		fs.IntVar(&o.volumes, "volumes", 60, "PersistentVolumes made for each member (each replica that ever existed keeps one)")
 	}
 	if err := fs.Parse(args); err != nil {
 		os.Exit(2)
@@ -75,6 +76,9 @@ func main() {
 	case "up":
 		if o.members, err = parseMembers(members); err != nil {
 			fail(fmt.Errorf("--members: %w", err))
+		}
+		if o.volumes < 0 {
+			fail(fmt.Errorf("--volumes must not be negative, got %d", o.volumes))
 		}
 		bin, err := filepath.Abs(*binFlag)
 		if err != nil {

@@ -68,7 +68,7 @@ func (f *fed) startMemberControlPlane(ctx context.Context, m Member) error {
 	if err := createNodes(ctx, cs, m); err != nil {
 		return fmt.Errorf("%s: fake Nodes: %w", m.Name, err)
 	}
-	if err := createVolumes(ctx, cs, m); err != nil {
+	if err := createVolumes(ctx, cs, m, f.volumes); err != nil {
 		return fmt.Errorf("%s: volumes: %w", m.Name, err)
 	}
 	// The Nodes are usable once kwok reports them Ready and the node lifecycle controller lifts
@@ -76,6 +76,6 @@ func (f *fed) startMemberControlPlane(ctx context.Context, m Member) error {
 	if err := waitReady(ctx, m.Name+"'s fake Nodes", 2*time.Minute, nodesSchedulable(cs), procs...); err != nil {
 		return err
 	}
-	say("%s: %d fake Nodes Ready and schedulable (%s/%s), %d volumes", m.Name, nodesPerMember, m.Region, m.Zone, volumesPerMember)
+	say("%s: %d fake Nodes Ready and schedulable (%s/%s), %d volumes", m.Name, nodesPerMember, m.Region, m.Zone, f.volumes)
 	return nil
 }

@@ -20,6 +20,7 @@ type upOptions struct {
 	gracePeriod       time.Duration
 	heartbeatInterval time.Duration
 	fenceAfter        time.Duration
+	volumes           int
 }
 
 // binaries are the programs the federation runs, by absolute path.
@@ -59,8 +60,9 @@ func findBinaries(binDir, crds string) (binaries, error) {
 
 // fed is a federation being brought up.
 type fed struct {
-	dir  stateDir
-	bins binaries
+	dir     stateDir
+	bins    binaries
+	volumes int // PersistentVolumes per member
 
 	mu    sync.Mutex // guards st and procs
 	st    *State
@@ -105,7 +107,7 @@ func up(ctx context.Context, d stateDir, bins binaries, o upOptions) error {
 	if err := d.create(); err != nil {
 		return err
 	}
-	f := &fed{dir: d, bins: bins, procs: map[string]*running{}, st: &State{
+	f := &fed{dir: d, bins: bins, volumes: o.volumes, procs: map[string]*running{}, st: &State{
 		Started: time.Now().UTC(), Members: o.members, Servers: map[string]string{}, AgentHealth: map[string]string{},
 		GracePeriod: o.gracePeriod.String(), HeartbeatInterval: o.heartbeatInterval.String(), FenceAfter: o.fenceAfter.String(),
 	}}

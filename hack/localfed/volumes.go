@@ -20,12 +20,11 @@ import (
 // containers), so the volumes are hostPath placeholders.
 
 const (
-	storageClass     = "localfed"
-	volumesPerMember = 60
-	volumeSize       = "100Gi"
+	storageClass = "localfed"
+	volumeSize   = "100Gi"
 )
 
-func createVolumes(ctx context.Context, cs kubernetes.Interface, m Member) error {
+func createVolumes(ctx context.Context, cs kubernetes.Interface, m Member, volumes int) error {
 	sc := &storagev1.StorageClass{
 		ObjectMeta: metav1.ObjectMeta{Name: storageClass,
 			Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}},
@@ -36,7 +35,7 @@ func createVolumes(ctx context.Context, cs kubernetes.Interface, m Member) error
 	if _, err := cs.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	for i := range volumesPerMember {
+	for i := range volumes {
 		pv := &corev1.PersistentVolume{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("localfed-%03d", i)},
 			Spec: corev1.PersistentVolumeSpec{
