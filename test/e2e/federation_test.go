@@ -58,7 +58,7 @@ func up(bin, dir string) (*federation, error) {
 		proxies: map[string]*framework.Proxy{}, stopped: map[string]bool{}}
 	err := f.localfed(os.Stdout, "up", "--bin", bin, "--members", strings.Join(members, ","),
 		"--cluster-grace-period", clusterGracePeriod.String(), "--heartbeat-interval", heartbeatInterval.String(),
-		"--fence-after", fenceAfter.String())
+		"--fence-after", fenceAfter.String(), "--volumes", "100")
 	if err == nil {
 		err = f.connect()
 	}
