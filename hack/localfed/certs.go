@@ -69,10 +69,28 @@ func writeKubeconfig(path, cluster, server string, p clusterPKI) error {
 	if err != nil {
 		return err
 	}
+	// kube-apiserver may still be writing the file (it is created empty, then written): a
+	// kubeconfig trusting part of it would fail verification for good.
+	if !holdsCA(ca) {
+		return fmt.Errorf("%s holds no CA certificate yet", p.servingCert())
+	}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters[cluster] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
 	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: p.token}
 	cfg.Contexts[cluster] = &clientcmdapi.Context{Cluster: cluster, AuthInfo: "admin"}
 	cfg.CurrentContext = cluster
 	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// holdsCA reports whether PEM data holds a complete CA certificate.
+func holdsCA(data []byte) bool {
+	for {
+		var block *pem.Block
+		if block, data = pem.Decode(data); block == nil {
+			return false
+		}
+		if cert, err := x509.ParseCertificate(block.Bytes); err == nil && cert.IsCA {
+			return true
+		}
+	}
 }

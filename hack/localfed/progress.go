@@ -31,6 +31,7 @@ func waitReady(ctx context.Context, what string, timeout time.Duration, check fu
 	defer cancel()
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
+	var last error
 	for {
 		for _, r := range procs {
 			if msg := r.exitError(); msg != "" {
@@ -38,10 +39,14 @@ func waitReady(ctx context.Context, what string, timeout time.Duration, check fu
 			}
 		}
 		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
-		last := check(cctx)
+		err := check(cctx)
 		ccancel()
-		if last == nil {
+		if err == nil {
 			return nil
+		}
+		// A check cut short by the overall timeout says nothing: keep what the one before said.
+		if last == nil || ctx.Err() == nil {
+			last = err
 		}
 		select {
 		case <-ctx.Done():
