@@ -40,19 +40,17 @@ func TestPartitionedPrimary(t *testing.T) {
 		}
 	}
 
-	watch := watchPrimaries(t, dbc)
+	watch := watchPrimaries(t, dbc, cut, primaryPod)
 	sw := newStopwatch(t)
 	fed.partition(t, cut)
 	sw.lap("central's agent cut off the hub (it keeps running)")
-	const fenced, promoted = "central fenced its primary Pod", "hub promoted a new primary"
-	var promotedSince time.Time
 	await(t, 2*time.Minute, "fencing and promotion", func(ctx context.Context) (bool, error) {
 		s, err := fed.share(ctx, cut, ns, dbc.Name)
 		if err != nil {
 			return false, err
 		}
 		for _, p := range s.pods {
-			sw.mark(fenced, p.Name == primaryPod && p.Labels[dbfleetv1alpha1.LabelRole] == string(dbfleetv1alpha1.RoleFenced))
+			sw.mark("central fenced its primary Pod", p.Name == primaryPod && p.Labels[dbfleetv1alpha1.LabelRole] == string(dbfleetv1alpha1.RoleFenced))
 		}
 		sw.mark("central's primary Lease expired", s.lease != nil && time.Now().After(s.leaseExpiry()))
 		mc := &dbfleetv1alpha1.MemberCluster{}
@@ -65,18 +63,8 @@ func TestPartitionedPrimary(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		if sw.mark(promoted, d.Status.Primary != nil && d.Status.Primary.Cluster != cut) {
-			promotedSince = d.Status.Primary.Since.Time
-			return true, nil
-		}
-		return false, nil
+		return sw.mark("hub promoted a new primary", d.Status.Primary != nil && d.Status.Primary.Cluster != cut), nil
 	})
-	fencedAt, wasFenced := sw.at(fenced)
-	promotedAt, _ := sw.at(promoted)
-	if !wasFenced || fencedAt >= promotedAt {
-		t.Errorf("the hub promoted (seen at %.1fs) before central fenced its primary (seen: %t, at %.1fs)",
-			promotedAt.Seconds(), wasFenced, fencedAt.Seconds())
-	}
 	fed.awaitFailover(t, sw, dbc, before, cut)
 
 	fed.proxies[cut].Heal()
@@ -86,14 +74,20 @@ func TestPartitionedPrimary(t *testing.T) {
 		return err == nil, err
 	})
 	sw.lap("converged with central back: its fenced share removed")
-	watch.check(t, cut, promotedSince)
+	watch.check(t, sw.start)
 }
 
-// primaryWatch follows every member's Pods and primary Lease of one database.
+// primaryWatch follows every member's Pods and primary Lease of one database, and its
+// DatabaseCluster, while the primary's member is cut off.
 type primaryWatch struct {
-	watch *databaseWatch
-	bad   violations
-	terms map[string]leaseTerm // by holder and renewal: every Lease term seen
+	cut, primaryPod string
+	watch           *databaseWatch
+	bad             violations
+	terms           map[string]leaseTerm // by holder and renewal: every Lease term seen
+	// fenced and promoted are when the watches first delivered the cut-off member's primary Pod
+	// labelled fenced, and a DatabaseCluster whose primary is elsewhere (since: its
+	// status.primary.since).
+	fenced, promoted, since time.Time
 }
 
 // leaseTerm is one renewal of a primary Lease: valid from renewed until expires.
@@ -106,10 +100,18 @@ type leaseTerm struct {
 // unfenced primary (a Pod labelled primary) and an unexpired primary Lease in its own name. A
 // second such member can only appear through a change (a Lease renewed, a Pod relabelled), so
 // this checks every instant, as the watches see them.
-func watchPrimaries(t *testing.T, dbc *dbfleetv1alpha1.DatabaseCluster) *primaryWatch {
-	w := &primaryWatch{terms: map[string]leaseTerm{}}
+func watchPrimaries(t *testing.T, dbc *dbfleetv1alpha1.DatabaseCluster, cut, primaryPod string) *primaryWatch {
+	w := &primaryWatch{cut: cut, primaryPod: primaryPod, terms: map[string]leaseTerm{}}
 	w.watch = fed.watchDatabase(t, dbc, func(st fleetState) {
 		now := time.Now()
+		for _, p := range st.shares[cut].pods {
+			if w.fenced.IsZero() && p.Name == primaryPod && p.Labels[dbfleetv1alpha1.LabelRole] == string(dbfleetv1alpha1.RoleFenced) {
+				w.fenced = now
+			}
+		}
+		if p := st.dbc.Status.Primary; w.promoted.IsZero() && p != nil && p.Cluster != cut {
+			w.promoted, w.since = now, p.Since.Time
+		}
 		var holding []string
 		for _, m := range members {
 			s := st.shares[m]
@@ -128,12 +130,19 @@ func watchPrimaries(t *testing.T, dbc *dbfleetv1alpha1.DatabaseCluster) *primary
 	return w
 }
 
-// check stops watching and reports: no state with two unfenced primaries holding unexpired
-// Leases; no two members' Lease terms overlapping; and the cut-off member's last term expired
-// before the promotion (status.primary.since, whole seconds, rounded down).
-func (w *primaryWatch) check(t *testing.T, cut string, promotedSince time.Time) {
+// check stops watching and reports: the cut-off member's primary was fenced before the
+// promotion was seen; no state had two unfenced primaries holding unexpired Leases; no two
+// members' Lease terms overlapped; and the cut-off member's last term expired before the
+// promotion (status.primary.since, whole seconds, rounded down).
+func (w *primaryWatch) check(t *testing.T, cutAt time.Time) {
 	t.Helper()
-	w.bad.report(t, w.watch.stop(), "never two unfenced primaries holding unexpired primary Leases")
+	changes := w.watch.stop()
+	t.Logf("watches: %s's primary Pod labelled fenced at %+.1fs, the promotion at %+.1fs",
+		w.cut, w.fenced.Sub(cutAt).Seconds(), w.promoted.Sub(cutAt).Seconds())
+	if w.promoted.IsZero() || w.fenced.IsZero() || !w.fenced.Before(w.promoted) {
+		t.Errorf("%s's primary %s was not seen fenced before the promotion", w.cut, w.primaryPod)
+	}
+	w.bad.report(t, changes, "never two unfenced primaries holding unexpired primary Leases")
 	terms := make([]leaseTerm, 0, len(w.terms))
 	for _, term := range w.terms {
 		terms = append(terms, term)
@@ -150,16 +159,16 @@ func (w *primaryWatch) check(t *testing.T, cut string, promotedSince time.Time) 
 	// Before the cut only the cut-off member held the Lease; after, only the new primary's.
 	var last, next leaseTerm
 	for _, term := range terms {
-		if term.member == cut {
+		if term.member == w.cut {
 			last = term
 		} else if next.holder == "" {
 			next = term
 		}
 	}
-	t.Logf("%d primary Lease terms seen; %s's last (%s) expired at %s, the new primary's first (%s) began at %s, promotion at %s",
-		len(terms), cut, last.holder, last.expires.Format(time.StampMilli), next.holder, next.renewed.Format(time.StampMilli),
-		promotedSince.Format(time.Stamp))
-	if !last.expires.Before(promotedSince) {
-		t.Errorf("%s's last primary Lease expired at %s, not before the promotion at %s", cut, last.expires, promotedSince)
+	t.Logf("%d primary Lease terms seen; %s's last (%s) expired at %+.1fs, the new primary's first (%s) began at %+.1fs; status.primary.since %s",
+		len(terms), w.cut, last.holder, last.expires.Sub(cutAt).Seconds(), next.holder, next.renewed.Sub(cutAt).Seconds(),
+		w.since.Format(time.TimeOnly))
+	if !last.expires.Before(w.since) {
+		t.Errorf("%s's last primary Lease expired at %s, not before the promotion at %s", w.cut, last.expires, w.since)
 	}
 }
