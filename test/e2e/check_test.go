@@ -121,8 +121,8 @@ func (s share) holder() string {
 // and has its MemberDatabase; a member without a share runs nothing of it and has none; and there
 // is one primary, the lowest ordinal of the primary cluster's share, labelled primary and holding
 // the unexpired Lease <cluster>/<epoch>, while no other member has a Pod labelled primary or an
-// unexpired Lease. Members in skip (whose agents are stopped or cut off) are not inspected, and
-// a share the status still lists on them does not count towards the replicas.
+// unexpired Lease; and no evicted share is kept any more. Members in skip (whose agents are
+// stopped or cut off) are not inspected.
 func (f *federation) converged(ctx context.Context, dbc *dbfleetv1alpha1.DatabaseCluster, skip ...string) error {
 	d, err := f.database(ctx, dbc)
 	if err != nil {
@@ -141,17 +141,16 @@ func (f *federation) converged(ctx context.Context, dbc *dbfleetv1alpha1.Databas
 	case st.Primary == nil:
 		return fmt.Errorf("no primary")
 	}
-	// A skipped member may still be listed while its share drains (graceful eviction); the
-	// others must hold every replica.
-	placed, replicas := map[string]dbfleetv1alpha1.ClusterPlacement{}, int32(0)
+	placed := map[string]dbfleetv1alpha1.ClusterPlacement{}
 	for _, p := range st.Placements {
 		placed[p.Cluster] = p
-		if !slices.Contains(skip, p.Cluster) {
-			replicas += p.Replicas
-		}
 	}
-	if replicas != d.Spec.Replicas {
-		return fmt.Errorf("%d replicas placed, want %d: %+v", replicas, d.Spec.Replicas, st.Placements)
+	// A share kept after its eviction goes once its replacements are Ready; on a member whose
+	// agent is stopped it may stay (Never, or its MemberDatabase waits for the agent).
+	for _, e := range st.Evictions {
+		if !slices.Contains(skip, e.Cluster) {
+			return fmt.Errorf("the share evicted from %s (%s) is still kept", e.Cluster, e.Reason)
+		}
 	}
 	for _, m := range membersExcept(skip...) {
 		if err := f.shareConverged(ctx, d, m, placed); err != nil {

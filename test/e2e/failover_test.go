@@ -125,7 +125,7 @@ func (f *federation) awaitFailover(t *testing.T, sw *stopwatch, dbc *dbfleetv1al
 		if err != nil {
 			return false, err
 		}
-		moved := sw.mark(lost+"'s share evicted", evicted(d, lost))
+		moved := sw.mark(lost+"'s share evicted", !placedOn(d, lost))
 		if !sw.mark(promoted, d.Status.Primary != nil && d.Status.Primary.Cluster != lost) || !moved {
 			return false, nil
 		}
@@ -181,15 +181,4 @@ func (f *federation) awaitReturn(t *testing.T, sw *stopwatch, dbc *dbfleetv1alph
 	if p, was := d.Status.Primary, failedOver.Status.Primary; p.Cluster != was.Cluster || p.Epoch != was.Epoch {
 		t.Errorf("primary moved from %s/%d to %s/%d when %s returned", was.Cluster, was.Epoch, p.Cluster, p.Epoch, lost)
 	}
-}
-
-// evicted reports whether d's status no longer places a share on cluster, or lists it only as
-// draining (graceful eviction keeps the old share until its replacements are Ready).
-func evicted(d *dbfleetv1alpha1.DatabaseCluster, cluster string) bool {
-	for _, p := range d.Status.Placements {
-		if p.Cluster == cluster {
-			return p.State == dbfleetv1alpha1.PlacementEvicting
-		}
-	}
-	return true
 }
