@@ -157,6 +157,10 @@ func (f *federation) awaitReturn(t *testing.T, sw *stopwatch, dbc *dbfleetv1alph
 	if err != nil {
 		t.Fatal(err)
 	}
+	if s, err := f.share(context.Background(), lost, dbc.Namespace, dbc.Name); err == nil {
+		t.Logf("before its agent returns, %s runs a StatefulSet (%t) and %d Pods of %s, labelled primary: %v",
+			lost, s.sts != nil, len(s.pods), dbc.Name, s.primaries())
+	}
 	f.start(t, agent)
 	sw.lap(agent + " started again")
 	await(t, 2*time.Minute, lost+" cleaned up", func(ctx context.Context) (bool, error) {
