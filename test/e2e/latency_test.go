@@ -1,9 +1,15 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +45,7 @@ func TestPropagationLatency(t *testing.T) {
 			}
 			t.Cleanup(func() { fed.deleteAll(t, dbcs) })
 			l := &latencies{created: map[string]time.Time{}}
+			reconciles, busy := fed.hubReconciles(t)
 			for i, dbc := range dbcs {
 				l.created[dbc.Name] = time.Now()
 				if err := fed.hub.Create(context.Background(), dbc); err != nil {
@@ -50,6 +57,9 @@ func TestPropagationLatency(t *testing.T) {
 			}
 			await(t, 5*time.Minute, "every database Ready", func(ctx context.Context) (bool, error) { return l.observe(ctx, ns, len(dbcs)) })
 			l.report(t)
+			n, b := fed.hubReconciles(t)
+			t.Logf("the hub's databasecluster controller meanwhile: %.0f reconciles, %.1fs busy, %.0f ms each on average",
+				n-reconciles, b-busy, 1000*(b-busy)/float64(n-reconciles))
 			start := time.Now()
 			fed.deleteAll(t, dbcs)
 			t.Logf("%d DatabaseClusters deleted at once, every member confirmed, in %.1fs", len(dbcs), time.Since(start).Seconds())
@@ -196,4 +206,41 @@ func (f *federation) deleteAll(t *testing.T, dbcs []*dbfleetv1alpha1.DatabaseClu
 		}
 		return true, nil
 	})
+}
+
+// hubReconciles reads the hub's controller-runtime metrics: how many reconciles its
+// databasecluster controller ran, and the seconds they took in all.
+func (f *federation) hubReconciles(t *testing.T) (count float64, seconds float64) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(f.dir, "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		HubMetrics string `json:"hubMetrics"`
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + st.HubMetrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		series, value, _ := strings.Cut(sc.Text(), " ")
+		v, _ := strconv.ParseFloat(value, 64)
+		switch series {
+		case `controller_runtime_reconcile_time_seconds_count{controller="databasecluster"}`:
+			count = v
+		case `controller_runtime_reconcile_time_seconds_sum{controller="databasecluster"}`:
+			seconds = v
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return count, seconds
 }
