@@ -23,6 +23,7 @@ func TestMain(m *testing.M) {
 		fmt.Println("skipping the e2e suite in -short mode: it runs a local federation")
 		os.Exit(0)
 	}
+	framework.QuietLogs()
 	os.Exit(run(m))
 }
 

@@ -44,6 +44,9 @@ func (f *federation) watchDatabase(t *testing.T, dbc *dbfleetv1alpha1.DatabaseCl
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &databaseWatch{cancel: cancel, pods: map[string]map[string]*corev1.Pod{}, leases: map[string]*coordinationv1.Lease{}}
+	for _, m := range members {
+		w.pods[m] = map[string]*corev1.Pod{} // before any informer runs: they read w.pods
+	}
 	t.Cleanup(func() { w.stop() })
 	ns, db := dbc.Namespace, dbc.Name
 	synced := w.follow(t, ctx, f.configs["hub"], ns, map[client.Object]func(client.Object, bool){
@@ -54,7 +57,6 @@ func (f *federation) watchDatabase(t *testing.T, dbc *dbfleetv1alpha1.DatabaseCl
 		},
 	})
 	for _, m := range members {
-		w.pods[m] = map[string]*corev1.Pod{}
 		synced = append(synced, w.follow(t, ctx, f.configs[m], ns, map[client.Object]func(client.Object, bool){
 			&corev1.Pod{}: func(o client.Object, gone bool) {
 				switch p := o.(*corev1.Pod); {

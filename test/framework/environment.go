@@ -52,12 +52,18 @@ func StartMember(name string) (*Environment, error) {
 // suite; DBFLEET_TEST_LOGS=1 leaves logging to the suite (which then sets a real logger).
 var quietLogs sync.Once
 
-func start(name string, crdDirs []string) (*Environment, error) {
+// QuietLogs discards controller-runtime's logs (clients and caches of a suite log through it)
+// unless DBFLEET_TEST_LOGS is set. Starting an Environment does it too.
+func QuietLogs() {
 	quietLogs.Do(func() {
 		if os.Getenv("DBFLEET_TEST_LOGS") == "" {
 			ctrllog.SetLogger(logr.Discard())
 		}
 	})
+}
+
+func start(name string, crdDirs []string) (*Environment, error) {
+	QuietLogs()
 	bin, err := BinDir()
 	if err != nil {
 		return nil, err
