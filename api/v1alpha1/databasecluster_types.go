@@ -309,7 +309,8 @@ type DatabaseClusterStatus struct {
 	// Replicas placed across the fleet.
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
-	// ReadyReplicas across the fleet.
+	// ReadyReplicas of the placed shares across the fleet. Evicted shares that are kept report
+	// theirs in evictions[].readyReplicas.
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
 	// Ready is "readyReplicas/replicas", for kubectl.
