@@ -21,6 +21,12 @@ type Manager struct {
 	MetricsBindAddress string
 	// HealthProbeBindAddress serves /healthz and /readyz; "0" disables it.
 	HealthProbeBindAddress string
+	// PprofBindAddress serves Go's /debug/pprof profiles; "0" (the default) disables it.
+	PprofBindAddress string
+	// KubeAPIQPS and KubeAPIBurst bound the client-side request rate to the API server; zero
+	// leaves client-go's default (5 QPS, burst 10).
+	KubeAPIQPS   float32
+	KubeAPIBurst int
 	// Zap configures logging.
 	Zap zap.Options
 }
@@ -30,6 +36,7 @@ func NewManager() *Manager {
 	return &Manager{
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":8081",
+		PprofBindAddress:       "0",
 	}
 }
 
@@ -41,6 +48,12 @@ func (o *Manager) AddFlags(fs *pflag.FlagSet) {
 		`Address the Prometheus metrics endpoint binds to, e.g. ":8080" or "127.0.0.1:8080"; "0" disables it.`)
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
 		`Address the /healthz and /readyz endpoints bind to; "0" disables them.`)
+	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", o.PprofBindAddress,
+		`Address Go's /debug/pprof profiling endpoints bind to, e.g. "127.0.0.1:6060"; "0" disables them.`)
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS,
+		"Queries per second the manager may send to the API server (client-side limit).")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst,
+		"Requests the manager may send in a burst above --kube-api-qps.")
 	zapFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 	o.Zap.BindFlags(zapFlags)
 	fs.AddGoFlagSet(zapFlags)
@@ -54,6 +67,12 @@ func (o *Manager) Validate() error {
 	}
 	if err := ValidateBindAddress(o.HealthProbeBindAddress); err != nil {
 		errs = append(errs, fmt.Errorf("--health-probe-bind-address: %w", err))
+	}
+	if err := ValidateBindAddress(o.PprofBindAddress); err != nil {
+		errs = append(errs, fmt.Errorf("--pprof-bind-address: %w", err))
+	}
+	if o.KubeAPIQPS < 0 || o.KubeAPIBurst < 0 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps (%v) and --kube-api-burst (%d) must not be negative", o.KubeAPIQPS, o.KubeAPIBurst))
 	}
 	return errors.Join(errs...)
 }
@@ -75,6 +94,20 @@ func ValidateBindAddress(addr string) error {
 
 // RESTConfig loads --kubeconfig, or the in-cluster config and $KUBECONFIG when it is empty.
 func (o *Manager) RESTConfig() (*rest.Config, error) {
+	cfg, err := o.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	if o.KubeAPIQPS > 0 {
+		cfg.QPS = o.KubeAPIQPS
+	}
+	if o.KubeAPIBurst > 0 {
+		cfg.Burst = o.KubeAPIBurst
+	}
+	return cfg, nil
+}
+
+func (o *Manager) loadConfig() (*rest.Config, error) {
 	if o.Kubeconfig != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 		if err != nil {

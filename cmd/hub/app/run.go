@@ -191,6 +191,7 @@ func run(ctx context.Context, o *runOptions) error {
 		}},
 		Metrics:                       metricsserver.Options{BindAddress: o.manager.MetricsBindAddress},
 		HealthProbeBindAddress:        o.manager.HealthProbeBindAddress,
+		PprofBindAddress:              o.manager.PprofBindAddress,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionNamespace:       o.leaderElectionNamespace,
 		LeaderElectionID:              o.leaderElectionID,
