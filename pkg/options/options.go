@@ -31,6 +31,16 @@ type Manager struct {
 	Zap zap.Options
 }
 
+// Client-side request limits by default. The hub writes for every database of the fleet: at
+// client-go's 5 QPS it placed about 2 databases a second (docs/performance.md). An agent writes
+// only for its own cluster's shares.
+const (
+	HubQPS     = 300
+	HubBurst   = 600
+	AgentQPS   = 20
+	AgentBurst = 40
+)
+
 // NewManager returns the defaults: metrics on :8080, probes on :8081, production logging.
 func NewManager() *Manager {
 	return &Manager{

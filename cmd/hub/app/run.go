@@ -67,8 +67,10 @@ type runOptions struct {
 }
 
 func newRunOptions() *runOptions {
+	manager := options.NewManager()
+	manager.KubeAPIQPS, manager.KubeAPIBurst = options.HubQPS, options.HubBurst
 	return &runOptions{
-		manager:                 options.NewManager(),
+		manager:                 manager,
 		leaderElect:             true,
 		leaderElectionNamespace: "dbfleet-system",
 		leaderElectionID:        "dbfleet-hub",

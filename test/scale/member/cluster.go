@@ -94,8 +94,8 @@ func (c *storeClient) Patch(ctx context.Context, obj client.Object, p client.Pat
 func (c *storeClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
 	return c.Store.Delete(ctx, obj, opts...)
 }
-func (c *storeClient) Scheme() *runtime.Scheme       { return c.scheme }
-func (c *storeClient) RESTMapper() meta.RESTMapper   { return c.mapper }
+func (c *storeClient) Scheme() *runtime.Scheme     { return c.scheme }
+func (c *storeClient) RESTMapper() meta.RESTMapper { return c.mapper }
 func (c *storeClient) GroupVersionKindFor(obj runtime.Object) (schema.GroupVersionKind, error) {
 	return apiutil.GVKForObject(obj, c.scheme)
 }
@@ -145,8 +145,8 @@ func (c *storeCache) informerFor(gvk schema.GroupVersionKind) *informer {
 }
 
 func (c *storeCache) RemoveInformer(context.Context, client.Object) error { return nil }
-func (c *storeCache) Start(ctx context.Context) error                    { <-ctx.Done(); return nil }
-func (c *storeCache) WaitForCacheSync(context.Context) bool              { return true }
+func (c *storeCache) Start(ctx context.Context) error                     { <-ctx.Done(); return nil }
+func (c *storeCache) WaitForCacheSync(context.Context) bool               { return true }
 func (c *storeCache) IndexField(context.Context, client.Object, string, client.IndexerFunc) error {
 	return nil
 }
@@ -187,9 +187,9 @@ func (i *informer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler,
 	return i.AddEventHandler(h)
 }
 func (i *informer) RemoveEventHandler(toolscache.ResourceEventHandlerRegistration) error { return nil }
-func (i *informer) AddIndexers(toolscache.Indexers) error                               { return nil }
-func (i *informer) HasSynced() bool                                                     { return true }
-func (i *informer) IsStopped() bool                                                     { return false }
+func (i *informer) AddIndexers(toolscache.Indexers) error                                { return nil }
+func (i *informer) HasSynced() bool                                                      { return true }
+func (i *informer) IsStopped() bool                                                      { return false }
 
 func (i *informer) deliver(old, cur client.Object) {
 	i.mu.Lock()
@@ -206,4 +206,3 @@ func (i *informer) deliver(old, cur client.Object) {
 		}
 	}
 }
-
