@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -73,6 +74,7 @@ func run() error {
 	if err := write(report, abs, docs); err != nil {
 		return errors.Join(runErr, err)
 	}
+	topProfiles(report, abs)
 	fmt.Println()
 	fmt.Println(report.Markdown("latency.svg"))
 	fmt.Printf("report: %s/report.json, %s/report.md, %s/latency.svg\n", abs, abs, abs)
@@ -117,4 +119,20 @@ func replaceSection(path, body string) error {
 		text = strings.TrimRight(text, "\n") + "\n\n" + section + "\n"
 	}
 	return os.WriteFile(path, []byte(text), 0o644)
+}
+
+// topProfiles writes the top functions of each CPU profile next to it, for people to read.
+func topProfiles(r *scale.Report, dir string) {
+	bins := map[string]string{"hub-cpu.pprof": filepath.Join(dir, "hub"), "harness-cpu.pprof": os.Args[0]}
+	for _, p := range r.Profiles {
+		bin := bins[filepath.Base(p)]
+		if _, err := os.Stat(p); err != nil || bin == "" {
+			continue
+		}
+		out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=40", bin, p).Output()
+		if err != nil {
+			continue
+		}
+		_ = os.WriteFile(strings.TrimSuffix(p, ".pprof")+"-top.txt", out, 0o644)
+	}
 }

@@ -64,6 +64,9 @@ type bench struct {
 	// steadyMCWrites is the MemberCluster write rate of the steady state, per second.
 	steadyMCWrites float64
 
+	// profiling is the hub profile download in flight, awaited before the hub stops.
+	profiling sync.WaitGroup
+
 	mu        sync.Mutex
 	created   map[types.NamespacedName]time.Time
 	peakRSS   map[string]int64
@@ -303,6 +306,7 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 
 // shutdown stops the agents, the hub and the API server, in that order.
 func (b *bench) shutdown() {
+	b.profiling.Wait()
 	b.progress("stopping %d agents, the hub and the hub API server", len(b.agents.all()))
 	b.agents.stopAll()
 	b.hub.stop(20 * time.Second)
@@ -580,9 +584,11 @@ func (b *bench) startProfiles(ctx context.Context) (stop func()) {
 	if !b.cfg.Profile {
 		return func() {}
 	}
-	const seconds = 60
+	const seconds = 30
 	hubPath := filepath.Join(b.cfg.WorkDir, "hub-cpu.pprof")
+	b.profiling.Add(1)
 	go func() {
+		defer b.profiling.Done()
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/profile?seconds=%d", b.hubPprofURL, seconds), nil)
 		if err != nil {
 			return

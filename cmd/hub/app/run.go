@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -69,6 +70,7 @@ type runOptions struct {
 func newRunOptions() *runOptions {
 	manager := options.NewManager()
 	manager.KubeAPIQPS, manager.KubeAPIBurst = options.HubQPS, options.HubBurst
+	manager.ConcurrentReconciles = options.HubConcurrentReconciles
 	return &runOptions{
 		manager:                 manager,
 		leaderElect:             true,
@@ -194,6 +196,7 @@ func run(ctx context.Context, o *runOptions) error {
 		Metrics:                       metricsserver.Options{BindAddress: o.manager.MetricsBindAddress},
 		HealthProbeBindAddress:        o.manager.HealthProbeBindAddress,
 		PprofBindAddress:              o.manager.PprofBindAddress,
+		Controller:                    config.Controller{MaxConcurrentReconciles: o.manager.ConcurrentReconciles},
 		LeaderElection:                o.leaderElect,
 		LeaderElectionNamespace:       o.leaderElectionNamespace,
 		LeaderElectionID:              o.leaderElectionID,
