@@ -34,7 +34,8 @@ import (
 // Simulation says, in every report, what is real and what is simulated.
 const Simulation = "hub side real: etcd, the hub kube-apiserver and the `hub run` binary; each member joined " +
 	"with pkg/join (its own ServiceAccount token), running the agent's own reconciler, heartbeat and fence " +
-	"code in the harness process with its own hub client, Lease and member-NAME watch. Member API servers " +
+	"code in the harness process with its own hub client, Lease and member-NAME watch; etcd keeps its data on " +
+	"tmpfs. Member API servers " +
 	"simulated: one in-memory store per member (test/scale/member) whose StatefulSets report every replica " +
 	"Ready a fixed delay after each change; no pods, nodes fixed."
 
@@ -49,6 +50,7 @@ type bench struct {
 	metricsGet func(context.Context) (families, error)
 	adminKC    string
 
+	etcdDir       string
 	hubBin        string
 	hub           *process
 	hubMetricsURL string
@@ -179,8 +181,15 @@ func freePort() (string, error) {
 // startHub starts etcd and the hub API server (envtest, CRDs installed), builds and starts
 // `hub run`, and waits until it is ready.
 func (b *bench) startHub(ctx context.Context) error {
-	b.progress("starting etcd and the hub kube-apiserver")
-	env, err := framework.StartHub()
+	// etcd on tmpfs: a shared VM disk's fsync latency (hundreds of ms here while others build)
+	// would be all the benchmark measured.
+	etcdDir, err := os.MkdirTemp(etcdParent(), "dbfleet-bench-etcd-")
+	if err != nil {
+		return err
+	}
+	b.etcdDir = etcdDir
+	b.progress("starting etcd (data in %s) and the hub kube-apiserver", etcdDir)
+	env, err := framework.StartHubWithEtcdDir(etcdDir)
 	if err != nil {
 		return err
 	}
@@ -315,6 +324,17 @@ func (b *bench) shutdown() {
 			b.progress("stop: %v", err)
 		}
 	}
+	if b.etcdDir != "" {
+		_ = os.RemoveAll(b.etcdDir)
+	}
+}
+
+// etcdParent is tmpfs when the machine has it.
+func etcdParent() string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		return "/dev/shm"
+	}
+	return ""
 }
 
 // sampleRSS keeps the peak resident memory of each process.
