@@ -48,7 +48,7 @@ func DefaultConfig() Config {
 		HubRestart:       true,
 		Failover:         true,
 		FailoverFraction: 0.1,
-		Timeout:          15 * time.Minute,
+		Timeout:          45 * time.Minute,
 		// The design's defaults.
 		HeartbeatInterval: 5 * time.Second,
 		FenceAfter:        15 * time.Second,

@@ -189,12 +189,13 @@ func (s *Store) replace(obj client.Object, upsert bool) error {
 	cur.SetUID(old.GetUID())
 	cur.SetCreationTimestamp(old.GetCreationTimestamp())
 	cur.SetGeneration(old.GetGeneration())
+	cur.SetResourceVersion(old.GetResourceVersion())
 	keepStatus(cur, old)
 	if !equalSpec(cur, old) {
 		cur.SetGeneration(old.GetGeneration() + 1)
 	}
-	if sameExceptRV(cur, old) {
-		copyInto(obj, old)
+	if equality.Semantic.DeepEqual(cur, old) {
+		setInto(obj, cur)
 		return nil // a no-op write keeps the resourceVersion, as the API server does
 	}
 	cur.SetResourceVersion(s.nextRV())
@@ -204,14 +205,9 @@ func (s *Store) replace(obj client.Object, upsert bool) error {
 	return nil
 }
 
-func withRV(obj client.Object, rv string) client.Object {
-	c := obj.DeepCopyObject().(client.Object)
-	c.SetResourceVersion(rv)
-	return c
-}
-
-func sameExceptRV(a, b client.Object) bool {
-	return equality.Semantic.DeepEqual(withRV(a, ""), withRV(b, ""))
+// setInto sets *dst to *src without copying: src must not be stored.
+func setInto(dst, src client.Object) {
+	reflect.ValueOf(dst).Elem().Set(reflect.ValueOf(src).Elem())
 }
 
 // keepStatus copies old's Status field into cur, when the type has one.
