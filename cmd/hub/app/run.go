@@ -188,11 +188,14 @@ func run(ctx context.Context, o *runOptions) error {
 	mgr, err := mcmanager.New(cfg, provider, ctrl.Options{
 		Scheme: scheme.New(),
 		// The only Secrets the hub reads are the Push kubeconfigs in its own namespace.
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Namespaces: map[string]cache.Config{push.Namespace: {}}},
-			// Agents' heartbeat Leases, not every Lease of the hub.
-			&coordinationv1.Lease{}: {Label: agentLeases},
-		}},
+		Cache: cache.Options{
+			// The hub never reads managedFields: not caching them saves memory at 10,000 databases.
+			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Secret{}: {Namespaces: map[string]cache.Config{push.Namespace: {}}},
+				// Agents' heartbeat Leases, not every Lease of the hub.
+				&coordinationv1.Lease{}: {Label: agentLeases},
+			}},
 		Metrics:                       metricsserver.Options{BindAddress: o.manager.MetricsBindAddress},
 		HealthProbeBindAddress:        o.manager.HealthProbeBindAddress,
 		PprofBindAddress:              o.manager.PprofBindAddress,
