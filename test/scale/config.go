@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/dbfleet/dbfleet/pkg/placement"
 )
 
 // Config says what to run.
@@ -58,7 +60,7 @@ func DefaultConfig() Config {
 }
 
 // unreachableToleration is the hub's default toleration of dbfleet.io/unreachable.
-const unreachableToleration = 10 * time.Second
+const unreachableToleration = placement.DefaultTolerationSeconds * time.Second
 
 func (c *Config) validate() error {
 	var errs []error
