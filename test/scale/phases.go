@@ -193,6 +193,11 @@ func (b *bench) restartHub(ctx context.Context) error {
 		MemberClusterWrites: writesTo(rs, "memberclusters"), MemberClusterBaseline: round(b.steadyMCWrites * window.Seconds()),
 		ReconcilesAfterRestart: int64(reconciles),
 	}
+	for _, q := range rs {
+		if isWrite(q.Verb) {
+			b.report.Restart.Writes = append(b.report.Restart.Writes, q)
+		}
+	}
 	r := b.report.Restart
 	b.progress("hub restart: writes DatabaseClusters %d, MemberDatabases %d, MemberClusters %d (steady state alone: %.0f)",
 		r.DatabaseClusterWrites, r.MemberDatabaseWrites, r.MemberClusterWrites, r.MemberClusterBaseline)

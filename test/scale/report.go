@@ -126,6 +126,8 @@ type RestartFigures struct {
 	MemberClusterWrites    int64   `json:"memberClusterWrites"`
 	MemberClusterBaseline  float64 `json:"memberClusterWritesExpectedFromSteadyState"`
 	ReconcilesAfterRestart int64   `json:"databaseClusterReconciles"`
+	// Writes are the write requests in the window, by verb and resource.
+	Writes []RequestRate `json:"writes"`
 }
 
 // FailoverRun: clusters cut off the hub at once.
@@ -210,8 +212,8 @@ func (r *Report) Markdown(svgName string) string {
 	}
 	if rs := r.Restart; rs != nil {
 		w("| hub restart: time to resync | %.1f s (%d DatabaseCluster reconciles) |\n", rs.ResyncSeconds, rs.ReconcilesAfterRestart)
-		w("| hub restart: writes in the %.0f s after it | DatabaseClusters %d · MemberDatabases %d · MemberClusters %d (steady state alone would make %.0f) |\n",
-			rs.WindowSeconds, rs.DatabaseClusterWrites, rs.MemberDatabaseWrites, rs.MemberClusterWrites, rs.MemberClusterBaseline)
+		w("| hub restart: writes in the %.0f s after it | DatabaseClusters %d · MemberDatabases %d · MemberClusters %d (steady state alone would make %.0f): %s |\n",
+			rs.WindowSeconds, rs.DatabaseClusterWrites, rs.MemberDatabaseWrites, rs.MemberClusterWrites, rs.MemberClusterBaseline, countRates(rs.Writes, 6))
 	}
 	for _, f := range r.Failovers {
 		w("| failover of %d cluster(s): %d databases affected, cut → re-placed and Available p50 / p90 / p99 / max (s) | %s (%d/%d done; target %.0f s); split-brain samples %d of %d |\n",
@@ -232,6 +234,17 @@ func (r *Report) Markdown(svgName string) string {
 		w("| %s | %s | %s | %s |\n", t.Name, t.Want, t.Got, met)
 	}
 	return b.String()
+}
+
+func countRates(rs []RequestRate, n int) string {
+	var parts []string
+	for i, r := range rs {
+		if i == n {
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s %s %d", r.Verb, r.Resource, r.Count))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func topRates(rs []RequestRate, n int) string {
