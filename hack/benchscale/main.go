@@ -123,7 +123,7 @@ func replaceSection(path, body string) error {
 
 // topProfiles writes the top functions of each CPU profile next to it, for people to read.
 func topProfiles(r *scale.Report, dir string) {
-	bins := map[string]string{"hub-cpu.pprof": filepath.Join(dir, "hub"), "harness-cpu.pprof": os.Args[0]}
+	bins := map[string]string{"hub-cpu.pprof": filepath.Join(dir, "hub"), "harness-cpu.pprof": os.Args[0], "harness-steady-cpu.pprof": os.Args[0]}
 	for _, p := range r.Profiles {
 		bin := bins[filepath.Base(p)]
 		if _, err := os.Stat(p); err != nil || bin == "" {

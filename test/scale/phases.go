@@ -100,6 +100,7 @@ func (b *bench) steady(ctx context.Context) error {
 		return err
 	}
 	cpu0 := b.cpuSnapshot()
+	stopProfile := b.profileHarness("harness-steady-cpu.pprof")
 	start := time.Now()
 	for time.Since(start) < b.cfg.Steady {
 		if err := sleep(ctx, min(30*time.Second, b.cfg.Steady-time.Since(start))); err != nil {
@@ -107,6 +108,7 @@ func (b *bench) steady(ctx context.Context) error {
 		}
 		b.progress("steady state: %s of %s", time.Since(start).Round(time.Second), b.cfg.Steady)
 	}
+	stopProfile()
 	m1, err := b.metricsGet(ctx)
 	if err != nil {
 		return err

@@ -627,8 +627,19 @@ func (b *bench) startProfiles(ctx context.Context) (stop func()) {
 		_, _ = io.Copy(f, resp.Body)
 	}()
 	b.report.Profiles = append(b.report.Profiles, hubPath)
-	harnessPath := filepath.Join(b.cfg.WorkDir, "harness-cpu.pprof")
-	f, err := os.Create(harnessPath)
+	stop = b.profileHarness("harness-cpu.pprof")
+	time.AfterFunc(seconds*time.Second, stop)
+	return stop
+}
+
+// profileHarness starts a CPU profile of the harness process into name; the returned func
+// stops it (once).
+func (b *bench) profileHarness(name string) (stop func()) {
+	if !b.cfg.Profile {
+		return func() {}
+	}
+	path := filepath.Join(b.cfg.WorkDir, name)
+	f, err := os.Create(path)
 	if err != nil {
 		return func() {}
 	}
@@ -636,16 +647,14 @@ func (b *bench) startProfiles(ctx context.Context) (stop func()) {
 		_ = f.Close()
 		return func() {}
 	}
-	b.report.Profiles = append(b.report.Profiles, harnessPath)
+	b.report.Profiles = append(b.report.Profiles, path)
 	var once sync.Once
-	stop = func() {
+	return func() {
 		once.Do(func() {
 			pprof.StopCPUProfile()
 			_ = f.Close()
 		})
 	}
-	time.AfterFunc(seconds*time.Second, stop)
-	return stop
 }
 
 func (b *bench) fillCreate(first, lastCreate, allAvailable time.Time, before, after families, merr error) {
