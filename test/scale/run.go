@@ -108,6 +108,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, retErr error) {
 		return nil, err
 	}
 	if err := b.createDatabases(ctx); err != nil {
+		b.fillResources()
 		return b.report, err
 	}
 	if err := b.check(ctx); err != nil {
@@ -575,7 +576,8 @@ func (b *bench) createDatabases(ctx context.Context) error {
 	})
 	stopProfiles()
 	allAvailable := time.Now()
-	metricsAfter, merr := b.metricsGet(ctx)
+	// Read the figures even when ctx was cancelled: a stopped run still reports what it saw.
+	metricsAfter, merr := b.metricsGet(context.WithoutCancel(ctx))
 	cpuAfter := b.cpuSnapshot()
 	b.fillCreate(first, lastCreate, allAvailable, metricsBefore, metricsAfter, merr)
 	for _, name := range []string{procHub, procAPIServer, procEtcd, procHarness} {
@@ -693,7 +695,7 @@ func (b *bench) fillCreate(first, lastCreate, allAvailable time.Time, before, af
 		ScheduledPerSecond: perSecond(len(sched), lastSched), PropagatedPerSecond: perSecond(len(prop), lastProp),
 		AvailablePerSecond: perSecond(len(avail), lastAvail),
 		Scheduled:          percentiles(sched), Propagated: percentiles(prop), Available: percentiles(avail),
-		Histogram: h, HistogramBucketSeconds: width,
+		Histogram: h, HistogramBucketSeconds: width, AvailableCount: len(avail),
 	}
 	if merr == nil {
 		d := allAvailable.Sub(first)
