@@ -44,6 +44,18 @@ verify-generated: generate manifests ## Fail when generated files are out of dat
 	@if [ -n "$$(git status --porcelain -- api deploy/crds deploy/hub/rbac)" ]; then git status --short -- api deploy/crds deploy/hub/rbac; git diff -- api deploy/crds deploy/hub/rbac | head -50; \
 		echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; fi
 
+# make bench-scale CLUSTERS=100 DATABASES=1000; BENCH_FLAGS="--steady 1m --no-failover" for a shorter run;
+# BENCH_DOCS=docs/performance.md to replace the benchmark's section there.
+CLUSTERS ?= 1000
+DATABASES ?= 10000
+BENCH_FLAGS ?=
+BENCH_DOCS ?=
+
+.PHONY: bench-scale
+bench-scale: k8s-bins ## Scale benchmark: real etcd, hub API server and hub run, CLUSTERS simulated members (default 1000), DATABASES (default 10000); report in _output/bench-scale.
+	@$(GO) build -o bin/ ./hack/benchscale
+	bin/benchscale --clusters $(CLUSTERS) --databases $(DATABASES) --out _output/bench-scale $(if $(BENCH_DOCS),--docs $(BENCH_DOCS)) $(BENCH_FLAGS)
+
 .PHONY: lint
 lint: ## go vet and gofmt.
 	$(GO) vet ./...

@@ -21,15 +21,38 @@ type Manager struct {
 	MetricsBindAddress string
 	// HealthProbeBindAddress serves /healthz and /readyz; "0" disables it.
 	HealthProbeBindAddress string
+	// PprofBindAddress serves Go's /debug/pprof profiles; "0" (the default) disables it.
+	PprofBindAddress string
+	// KubeAPIQPS and KubeAPIBurst bound the client-side request rate to the API server; zero
+	// leaves client-go's default (5 QPS, burst 10).
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+	// ConcurrentReconciles is how many objects each controller reconciles at once.
+	ConcurrentReconciles int
 	// Zap configures logging.
 	Zap zap.Options
 }
+
+// Client-side request limits by default. The hub writes for every database of the fleet: at
+// client-go's 5 QPS it placed about 2 databases a second (docs/performance.md). An agent writes
+// only for its own cluster's shares.
+const (
+	HubQPS   = 300
+	HubBurst = 600
+	// HubConcurrentReconciles overlaps the API round trips of different databases' reconciles;
+	// one at a time, the hub placed about 5 databases a second whatever its QPS.
+	HubConcurrentReconciles = 16
+	AgentQPS                = 20
+	AgentBurst              = 40
+)
 
 // NewManager returns the defaults: metrics on :8080, probes on :8081, production logging.
 func NewManager() *Manager {
 	return &Manager{
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":8081",
+		PprofBindAddress:       "0",
+		ConcurrentReconciles:   1,
 	}
 }
 
@@ -41,6 +64,14 @@ func (o *Manager) AddFlags(fs *pflag.FlagSet) {
 		`Address the Prometheus metrics endpoint binds to, e.g. ":8080" or "127.0.0.1:8080"; "0" disables it.`)
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
 		`Address the /healthz and /readyz endpoints bind to; "0" disables them.`)
+	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", o.PprofBindAddress,
+		`Address Go's /debug/pprof profiling endpoints bind to, e.g. "127.0.0.1:6060"; "0" disables them.`)
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS,
+		"Queries per second the manager may send to the API server (client-side limit).")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst,
+		"Requests the manager may send in a burst above --kube-api-qps.")
+	fs.IntVar(&o.ConcurrentReconciles, "concurrent-reconciles", o.ConcurrentReconciles,
+		"How many objects each controller reconciles at once (never the same object twice).")
 	zapFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 	o.Zap.BindFlags(zapFlags)
 	fs.AddGoFlagSet(zapFlags)
@@ -54,6 +85,15 @@ func (o *Manager) Validate() error {
 	}
 	if err := ValidateBindAddress(o.HealthProbeBindAddress); err != nil {
 		errs = append(errs, fmt.Errorf("--health-probe-bind-address: %w", err))
+	}
+	if err := ValidateBindAddress(o.PprofBindAddress); err != nil {
+		errs = append(errs, fmt.Errorf("--pprof-bind-address: %w", err))
+	}
+	if o.ConcurrentReconciles < 1 {
+		errs = append(errs, fmt.Errorf("--concurrent-reconciles must be at least 1, got %d", o.ConcurrentReconciles))
+	}
+	if o.KubeAPIQPS < 0 || o.KubeAPIBurst < 0 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps (%v) and --kube-api-burst (%d) must not be negative", o.KubeAPIQPS, o.KubeAPIBurst))
 	}
 	return errors.Join(errs...)
 }
@@ -75,6 +115,20 @@ func ValidateBindAddress(addr string) error {
 
 // RESTConfig loads --kubeconfig, or the in-cluster config and $KUBECONFIG when it is empty.
 func (o *Manager) RESTConfig() (*rest.Config, error) {
+	cfg, err := o.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	if o.KubeAPIQPS > 0 {
+		cfg.QPS = o.KubeAPIQPS
+	}
+	if o.KubeAPIBurst > 0 {
+		cfg.Burst = o.KubeAPIBurst
+	}
+	return cfg, nil
+}
+
+func (o *Manager) loadConfig() (*rest.Config, error) {
 	if o.Kubeconfig != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 		if err != nil {

@@ -39,13 +39,20 @@ type Environment struct {
 
 // StartHub starts an API server with the dbfleet CRDs installed and established.
 func StartHub() (*Environment, error) {
-	return start("hub", []string{CRDDir()})
+	return start("hub", []string{CRDDir()}, "")
+}
+
+// StartHubWithEtcdDir is StartHub with etcd keeping its data in etcdDataDir, which the caller
+// creates and removes: the scale benchmark puts it on tmpfs, so that the figures measure dbfleet
+// rather than a shared disk's fsync latency.
+func StartHubWithEtcdDir(etcdDataDir string) (*Environment, error) {
+	return start("hub", []string{CRDDir()}, etcdDataDir)
 }
 
 // StartMember starts a plain API server standing in for a member cluster's control plane. It has
 // no controllers, scheduler or nodes: end-to-end tests use the local federation for those.
 func StartMember(name string) (*Environment, error) {
-	return start(name, nil)
+	return start(name, nil, "")
 }
 
 // quietLogs keeps controller-runtime from printing a stack trace about its unset logger in every
@@ -62,7 +69,7 @@ func QuietLogs() {
 	})
 }
 
-func start(name string, crdDirs []string) (*Environment, error) {
+func start(name string, crdDirs []string, etcdDataDir string) (*Environment, error) {
 	QuietLogs()
 	bin, err := BinDir()
 	if err != nil {
@@ -73,6 +80,9 @@ func start(name string, crdDirs []string) (*Environment, error) {
 		CRDDirectoryPaths:     crdDirs,
 		ErrorIfCRDPathMissing: len(crdDirs) > 0,
 		Scheme:                Scheme,
+	}
+	if etcdDataDir != "" {
+		env.ControlPlane.Etcd = &envtest.Etcd{DataDir: etcdDataDir}
 	}
 	// envtest's own output stays quiet unless a test run asks for it.
 	if os.Getenv("DBFLEET_TEST_APISERVER_LOGS") != "" {

@@ -47,8 +47,10 @@ type agentOptions struct {
 }
 
 func newAgentOptions() *agentOptions {
+	manager := options.NewManager()
+	manager.KubeAPIQPS, manager.KubeAPIBurst = options.AgentQPS, options.AgentBurst
 	return &agentOptions{
-		manager:           options.NewManager(),
+		manager:           manager,
 		heartbeatInterval: 5 * time.Second,
 		fenceAfter:        15 * time.Second,
 	}
@@ -126,6 +128,8 @@ func run(ctx context.Context, o *agentOptions) error {
 	if err != nil {
 		return fmt.Errorf("load --hub-kubeconfig %s: %w", o.hubKubeconfig, err)
 	}
+	// --kube-api-qps and --kube-api-burst bound the agent's requests to both API servers.
+	hubCfg.QPS, hubCfg.Burst = o.manager.KubeAPIQPS, o.manager.KubeAPIBurst
 	memberCfg, err := o.manager.RESTConfig()
 	if err != nil {
 		return err

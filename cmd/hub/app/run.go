@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -67,8 +68,11 @@ type runOptions struct {
 }
 
 func newRunOptions() *runOptions {
+	manager := options.NewManager()
+	manager.KubeAPIQPS, manager.KubeAPIBurst = options.HubQPS, options.HubBurst
+	manager.ConcurrentReconciles = options.HubConcurrentReconciles
 	return &runOptions{
-		manager:                 options.NewManager(),
+		manager:                 manager,
 		leaderElect:             true,
 		leaderElectionNamespace: "dbfleet-system",
 		leaderElectionID:        "dbfleet-hub",
@@ -184,13 +188,18 @@ func run(ctx context.Context, o *runOptions) error {
 	mgr, err := mcmanager.New(cfg, provider, ctrl.Options{
 		Scheme: scheme.New(),
 		// The only Secrets the hub reads are the Push kubeconfigs in its own namespace.
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Namespaces: map[string]cache.Config{push.Namespace: {}}},
-			// Agents' heartbeat Leases, not every Lease of the hub.
-			&coordinationv1.Lease{}: {Label: agentLeases},
-		}},
+		Cache: cache.Options{
+			// The hub never reads managedFields: not caching them saves memory at 10,000 databases.
+			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Secret{}: {Namespaces: map[string]cache.Config{push.Namespace: {}}},
+				// Agents' heartbeat Leases, not every Lease of the hub.
+				&coordinationv1.Lease{}: {Label: agentLeases},
+			}},
 		Metrics:                       metricsserver.Options{BindAddress: o.manager.MetricsBindAddress},
 		HealthProbeBindAddress:        o.manager.HealthProbeBindAddress,
+		PprofBindAddress:              o.manager.PprofBindAddress,
+		Controller:                    config.Controller{MaxConcurrentReconciles: o.manager.ConcurrentReconciles},
 		LeaderElection:                o.leaderElect,
 		LeaderElectionNamespace:       o.leaderElectionNamespace,
 		LeaderElectionID:              o.leaderElectionID,

@@ -36,6 +36,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg hub.Config) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &dbfleetv1alpha1.MemberDatabase{}, databaseRefIndex, indexDatabaseRef); err != nil {
 		return fmt.Errorf("index MemberDatabases by database: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &dbfleetv1alpha1.DatabaseCluster{}, placedOnIndex, indexPlacedOn); err != nil {
+		return fmt.Errorf("index DatabaseClusters by cluster: %w", err)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &dbfleetv1alpha1.DatabaseCluster{}, unscheduledIndex, indexUnscheduled); err != nil {
+		return fmt.Errorf("index unscheduled DatabaseClusters: %w", err)
+	}
 	r := &Reconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("dbfleet-hub"),
@@ -67,10 +73,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			deletionStarted(),
 		))).
 		Watches(&dbfleetv1alpha1.MemberDatabase{}, handler.EnqueueRequestsFromMapFunc(databaseOfMember)).
-		Watches(&dbfleetv1alpha1.PropagationPolicy{}, handler.EnqueueRequestsFromMapFunc(r.databasesInNamespace)).
-		Watches(&dbfleetv1alpha1.ClusterPropagationPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allDatabases)).
-		Watches(&dbfleetv1alpha1.MemberCluster{}, handler.EnqueueRequestsFromMapFunc(r.allDatabases),
-			builder.WithPredicates(placementRelevantChange())).
+		Watches(&dbfleetv1alpha1.PropagationPolicy{}, skipInitialList(r.databasesInNamespace)).
+		Watches(&dbfleetv1alpha1.ClusterPropagationPolicy{}, skipInitialList(r.allDatabases)).
+		Watches(&dbfleetv1alpha1.MemberCluster{}, r.memberClusterHandler(), builder.WithPredicates(placementRelevantChange())).
 		Complete(r)
 }
 
@@ -127,7 +132,8 @@ func (r *Reconciler) allDatabases(ctx context.Context, _ client.Object) []reconc
 
 func (r *Reconciler) databases(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
 	list := &dbfleetv1alpha1.DatabaseClusterList{}
-	if err := r.Client.List(ctx, list, opts...); err != nil {
+	// Only names are read: no need to copy 10,000 databases out of the cache.
+	if err := r.Client.List(ctx, list, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "List DatabaseClusters to re-evaluate")
 		return nil
 	}

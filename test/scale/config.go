@@ -1,0 +1,80 @@
+package scale
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/dbfleet/dbfleet/pkg/placement"
+)
+
+// Config says what to run.
+type Config struct {
+	Clusters  int
+	Databases int
+	// ReadyAfter is how long a simulated StatefulSet takes to report its replicas Ready.
+	ReadyAfter time.Duration
+	// Steady is how long the fleet is watched, untouched, once everything is Available; zero
+	// skips the steady-state figures.
+	Steady time.Duration
+	// HubRestart measures a hub restart after the steady state.
+	HubRestart bool
+	// Failover cuts one cluster, then FailoverFraction of the clusters, off the hub.
+	Failover         bool
+	FailoverFraction float64
+	// Timeout bounds waiting for all databases to become Available.
+	Timeout time.Duration
+
+	HeartbeatInterval, FenceAfter, GracePeriod time.Duration
+	// HubArgs are extra flags for `hub run`.
+	HubArgs []string
+	// HubBinary is the `hub` binary; empty builds ./cmd/hub into WorkDir.
+	HubBinary string
+	// WorkDir holds logs, kubeconfigs and profiles.
+	WorkDir string
+	// Progress receives progress lines; nil discards them.
+	Progress io.Writer
+	// Profile takes CPU profiles of the hub and of the harness while the databases are created.
+	Profile bool
+	// Command is recorded in the report.
+	Command string
+}
+
+// DefaultConfig is the issue's run: 1,000 clusters, 10,000 databases.
+func DefaultConfig() Config {
+	return Config{
+		Clusters: 1000, Databases: 10000,
+		ReadyAfter:       time.Second,
+		Steady:           5 * time.Minute,
+		HubRestart:       true,
+		Failover:         true,
+		FailoverFraction: 0.1,
+		Timeout:          45 * time.Minute,
+		// The design's defaults.
+		HeartbeatInterval: 5 * time.Second,
+		FenceAfter:        15 * time.Second,
+		GracePeriod:       20 * time.Second,
+		Profile:           true,
+	}
+}
+
+// unreachableToleration is the hub's default toleration of dbfleet.io/unreachable.
+const unreachableToleration = placement.DefaultTolerationSeconds * time.Second
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.Clusters < 3 {
+		errs = append(errs, fmt.Errorf("clusters must be at least 3, got %d", c.Clusters))
+	}
+	if c.Databases < 1 {
+		errs = append(errs, fmt.Errorf("databases must be at least 1, got %d", c.Databases))
+	}
+	if c.WorkDir == "" {
+		errs = append(errs, errors.New("a work directory is required"))
+	}
+	if c.FenceAfter <= c.HeartbeatInterval {
+		errs = append(errs, fmt.Errorf("fenceAfter %s must exceed the heartbeat interval %s", c.FenceAfter, c.HeartbeatInterval))
+	}
+	return errors.Join(errs...)
+}

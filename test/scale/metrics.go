@@ -1,0 +1,144 @@
+package scale
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+type families map[string]*dto.MetricFamily
+
+func parseMetrics(data []byte) (families, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("parse metrics: %w", err)
+	}
+	return fams, nil
+}
+
+// httpMetrics reads a controller manager's metrics endpoint.
+func httpMetrics(ctx context.Context, url string) (families, error) {
+	return httpMetricsWith(ctx, http.DefaultClient, url)
+}
+
+// httpMetricsWith reads a Prometheus endpoint with the given client.
+func httpMetricsWith(ctx context.Context, hc *http.Client, url string) (families, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return parseMetrics(data)
+}
+
+// sum adds the counter, gauge and untyped values of every series of name whose labels include want.
+func (f families) sum(name string, want map[string]string) float64 {
+	fam := f[name]
+	if fam == nil {
+		return 0
+	}
+	var total float64
+series:
+	for _, m := range fam.GetMetric() {
+		for k, v := range want {
+			if label(m, k) != v {
+				continue series
+			}
+		}
+		total += m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
+	}
+	return total
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// requestCounts are apiserver_request_total by "VERB resource[/subresource]".
+type requestCounts map[string]float64
+
+func (f families) requests() requestCounts {
+	out := requestCounts{}
+	fam := f["apiserver_request_total"]
+	if fam == nil {
+		return out
+	}
+	for _, m := range fam.GetMetric() {
+		res := label(m, "resource")
+		if sub := label(m, "subresource"); sub != "" {
+			res += "/" + sub
+		}
+		if res == "" {
+			res = "(non-resource)"
+		}
+		out[label(m, "verb")+" "+res] += m.GetCounter().GetValue()
+	}
+	return out
+}
+
+// rates turns two request counts into per-second rates, the busiest first.
+func rates(before, after requestCounts, d time.Duration) []RequestRate {
+	var out []RequestRate
+	for k, v := range after {
+		delta := v - before[k]
+		if delta <= 0 {
+			continue
+		}
+		verb, res, _ := strings.Cut(k, " ")
+		out = append(out, RequestRate{Verb: verb, Resource: res, Count: int64(delta), PerSecond: delta / d.Seconds()})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Count != out[j].Count {
+			return out[i].Count > out[j].Count
+		}
+		return out[i].Verb+out[i].Resource < out[j].Verb+out[j].Resource
+	})
+	return out
+}
+
+// isWrite says whether a verb changes state.
+func isWrite(verb string) bool {
+	switch verb {
+	case "POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY":
+		return true
+	}
+	return false
+}
+
+// writesTo adds up the writes among rates to resources with the given prefix (a resource, or a
+// resource and its subresources).
+func writesTo(rs []RequestRate, resource string) int64 {
+	var n int64
+	for _, r := range rs {
+		if isWrite(r.Verb) && (r.Resource == resource || strings.HasPrefix(r.Resource, resource+"/")) {
+			n += r.Count
+		}
+	}
+	return n
+}

@@ -1,0 +1,729 @@
+package scale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/join"
+	"github.com/dbfleet/dbfleet/pkg/scheme"
+	"github.com/dbfleet/dbfleet/test/framework"
+)
+
+// Simulation says, in every report, what is real and what is simulated.
+const Simulation = "hub side real: etcd, the hub kube-apiserver and the `hub run` binary; each member joined " +
+	"with pkg/join (its own ServiceAccount token), running the agent's own reconciler, heartbeat and fence " +
+	"code in the harness process with its own hub client, Lease and member-NAME watch; etcd keeps its data on " +
+	"tmpfs. Member API servers " +
+	"simulated: one in-memory store per member (test/scale/member) whose StatefulSets report every replica " +
+	"Ready a fixed delay after each change; no pods, nodes fixed."
+
+// bench is one run in progress.
+type bench struct {
+	cfg    Config
+	report *Report
+
+	env   *framework.Environment
+	admin client.Client
+	// metricsGet reads the hub API server's /metrics.
+	metricsGet func(context.Context) (families, error)
+	adminKC    string
+
+	etcdDir       string
+	hubBin        string
+	hub           *process
+	hubMetricsURL string
+	hubPprofURL   string
+	hubReadyURL   string
+	apiPid        int
+	etcdPid       int
+
+	settings agentSettings
+	agents   fleet
+	obs      *observer
+
+	// steadyMCWrites is the MemberCluster write rate of the steady state, per second.
+	steadyMCWrites float64
+
+	// profiling is the hub profile download in flight, awaited before the hub stops.
+	profiling sync.WaitGroup
+
+	mu        sync.Mutex
+	created   map[types.NamespacedName]time.Time
+	peakRSS   map[string]int64
+	progressT time.Time
+}
+
+// Run runs the benchmark and returns its report; everything it started is stopped before it
+// returns, also on error or when ctx is cancelled.
+func Run(ctx context.Context, cfg Config) (_ *Report, retErr error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
+		return nil, err
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	b := &bench{cfg: cfg, created: map[types.NamespacedName]time.Time{}, peakRSS: map[string]int64{}}
+	b.report = &Report{Started: time.Now(), Command: cfg.Command, Simulation: Simulation, Machine: machine()}
+	b.report.Settings = Settings{
+		Clusters: cfg.Clusters, Databases: cfg.Databases, ReadyAfter: cfg.ReadyAfter.Seconds(),
+		HeartbeatInterval: cfg.HeartbeatInterval.Seconds(), FenceAfter: cfg.FenceAfter.Seconds(),
+		GracePeriod: cfg.GracePeriod.Seconds(), Toleration: unreachableToleration.Seconds(),
+		SteadySeconds: cfg.Steady.Seconds(), HubFlags: strings.Join(cfg.HubArgs, " "),
+	}
+	b.progress("simulation: %s", Simulation)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer b.shutdown()
+	if err := b.startHub(ctx); err != nil {
+		return nil, err
+	}
+	go b.sampleRSS(ctx)
+	if err := b.joinClusters(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.createDatabases(ctx); err != nil {
+		b.fillResources()
+		return b.report, err
+	}
+	if err := b.check(ctx); err != nil {
+		return b.report, err
+	}
+	if cfg.Steady > 0 {
+		if err := b.steady(ctx); err != nil {
+			return b.report, err
+		}
+	}
+	if cfg.HubRestart {
+		if err := b.restartHub(ctx); err != nil {
+			return b.report, err
+		}
+	}
+	if cfg.Failover {
+		if err := b.failovers(ctx); err != nil {
+			return b.report, err
+		}
+	}
+	b.report.Machine.LoadAfter = load1()
+	b.report.Targets = b.targets()
+	b.fillResources()
+	return b.report, nil
+}
+
+func (b *bench) progress(format string, args ...any) {
+	fmt.Fprintf(b.cfg.Progress, "[bench-scale %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// every reports whether d has passed since the last periodic progress line.
+func (b *bench) every(d time.Duration) bool {
+	if time.Since(b.progressT) < d {
+		return false
+	}
+	b.progressT = time.Now()
+	return true
+}
+
+func machine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadBefore: load1()}
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				kb, _ := strconv.ParseFloat(strings.Fields(rest)[0], 64)
+				m.MemoryGiB = round(kb / 1024 / 1024)
+			}
+		}
+	}
+	return m
+}
+
+func load1() float64 {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(strings.Fields(string(data))[0], 64)
+	return v
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String(), nil
+}
+
+// startHub starts etcd and the hub API server (envtest, CRDs installed), builds and starts
+// `hub run`, and waits until it is ready.
+func (b *bench) startHub(ctx context.Context) error {
+	// etcd on tmpfs: a shared VM disk's fsync latency (hundreds of ms here while others build)
+	// would be all the benchmark measured.
+	etcdDir, err := os.MkdirTemp(etcdParent(), "dbfleet-bench-etcd-")
+	if err != nil {
+		return err
+	}
+	b.etcdDir = etcdDir
+	b.progress("starting etcd (data in %s) and the hub kube-apiserver", etcdDir)
+	env, err := framework.StartHubWithEtcdDir(etcdDir)
+	if err != nil {
+		return err
+	}
+	b.env = env
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = -1, 0 // the harness's own requests are not what is measured: no client-side limit
+	if b.admin, err = client.New(cfg, client.Options{Scheme: framework.Scheme}); err != nil {
+		return err
+	}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	host := strings.TrimSuffix(cfg.Host, "/")
+	b.metricsGet = func(ctx context.Context) (families, error) {
+		return httpMetricsWith(ctx, httpClient, host+"/metrics")
+	}
+	port := host[strings.LastIndex(host, ":")+1:]
+	if b.apiPid, err = findProcess("kube-apiserver", "--secure-port="+port); err != nil {
+		return err
+	}
+	if b.etcdPid, err = etcdOf(b.apiPid); err != nil {
+		return err
+	}
+	kc, err := env.Kubeconfig("bench-admin", "system:masters")
+	if err != nil {
+		return err
+	}
+	b.adminKC = filepath.Join(b.cfg.WorkDir, "hub-admin.kubeconfig")
+	if err := os.WriteFile(b.adminKC, kc, 0o600); err != nil {
+		return err
+	}
+	b.hubBin = b.cfg.HubBinary
+	if b.hubBin == "" {
+		b.hubBin = filepath.Join(b.cfg.WorkDir, "hub")
+		b.progress("building %s", b.hubBin)
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", b.hubBin, "./cmd/hub")
+		cmd.Dir = framework.RepoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("build hub: %w\n%s", err, out)
+		}
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+	if err != nil {
+		return err
+	}
+	b.settings = agentSettings{
+		scheme: scheme.New(), mapper: mapper, heartbeatInterval: b.cfg.HeartbeatInterval,
+		fenceAfter: b.cfg.FenceAfter, readyAfter: b.cfg.ReadyAfter,
+	}
+	return b.runHub(ctx, "hub.log")
+}
+
+// etcdOf finds the etcd serving the API server pid.
+func etcdOf(apiPid int) (int, error) {
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", apiPid))
+	if err != nil {
+		return 0, err
+	}
+	for _, arg := range strings.Split(string(cmdline), "\x00") {
+		if url, ok := strings.CutPrefix(arg, "--etcd-servers="); ok {
+			return findProcess("etcd", strings.Split(url, ",")[0])
+		}
+	}
+	return 0, errors.New("the hub API server names no --etcd-servers")
+}
+
+// runHub starts `hub run` and waits for its readiness endpoint.
+func (b *bench) runHub(ctx context.Context, logName string) error {
+	metricsAddr, err := freePort()
+	if err != nil {
+		return err
+	}
+	probeAddr, err := freePort()
+	if err != nil {
+		return err
+	}
+	pprofAddr, err := freePort()
+	if err != nil {
+		return err
+	}
+	args := append([]string{"run", "--kubeconfig", b.adminKC, "--leader-elect=false",
+		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr,
+		"--pprof-bind-address", pprofAddr, "--cluster-grace-period", b.cfg.GracePeriod.String()}, b.cfg.HubArgs...)
+	b.hubMetricsURL = "http://" + metricsAddr + "/metrics"
+	b.hubPprofURL = "http://" + pprofAddr + "/debug/pprof"
+	b.hubReadyURL = "http://" + probeAddr + "/readyz"
+	b.progress("starting %s %s", b.hubBin, strings.Join(args, " "))
+	if b.hub, err = startProcess(filepath.Join(b.cfg.WorkDir, logName), b.hubBin, args...); err != nil {
+		return err
+	}
+	return waitFor(ctx, time.Minute, "hub ready", func() (bool, error) {
+		resp, err := http.Get(b.hubReadyURL)
+		if err != nil {
+			return false, nil
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+}
+
+// waitFor polls cond every 200ms until it holds, fails, or timeout passes.
+func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := cond()
+		if err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s waiting for %s", timeout, what)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// shutdown stops the agents, the hub and the API server, in that order.
+func (b *bench) shutdown() {
+	b.profiling.Wait()
+	b.progress("stopping %d agents, the hub and the hub API server", len(b.agents.all()))
+	b.agents.stopAll()
+	b.hub.stop(20 * time.Second)
+	if b.env != nil {
+		if err := b.env.Stop(); err != nil {
+			b.progress("stop: %v", err)
+		}
+	}
+	if b.etcdDir != "" {
+		_ = os.RemoveAll(b.etcdDir)
+	}
+}
+
+// etcdParent is tmpfs when the machine has it.
+func etcdParent() string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		return "/dev/shm"
+	}
+	return ""
+}
+
+// sampleRSS keeps the peak resident memory of each process.
+func (b *bench) sampleRSS(ctx context.Context) {
+	for {
+		for name, pid := range b.pids() {
+			if s, err := sampleProc(pid); err == nil {
+				b.mu.Lock()
+				b.peakRSS[name] = max(b.peakRSS[name], s.RSS)
+				b.mu.Unlock()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// Process names in the report.
+const (
+	procHub       = "hub (hub run)"
+	procAPIServer = "hub kube-apiserver"
+	procEtcd      = "etcd"
+	procHarness   = "harness (agents + simulated members)"
+)
+
+func (b *bench) pids() map[string]int {
+	m := map[string]int{procAPIServer: b.apiPid, procEtcd: b.etcdPid, procHarness: os.Getpid()}
+	if b.hub != nil && b.hub.exited != nil {
+		m[procHub] = b.hub.pid()
+	}
+	return m
+}
+
+// cpuSnapshot samples every process's CPU time.
+func (b *bench) cpuSnapshot() map[string]procSample {
+	out := map[string]procSample{}
+	for name, pid := range b.pids() {
+		if s, err := sampleProc(pid); err == nil {
+			out[name] = s
+		}
+	}
+	return out
+}
+
+func cores(before, after map[string]procSample, name string) (cpu time.Duration, avg float64) {
+	a, okA := after[name]
+	s, okB := before[name]
+	if !okA || !okB || !a.At.After(s.At) {
+		return 0, 0
+	}
+	cpu = a.CPU - s.CPU
+	return cpu, round(cpu.Seconds() / a.At.Sub(s.At).Seconds())
+}
+
+// joinClusters joins every cluster with pkg/join, starts its agent, and waits until the hub
+// sees them all Ready.
+func (b *bench) joinClusters(ctx context.Context) error {
+	ep, err := join.HubEndpointFromConfig(b.env.Config)
+	if err != nil {
+		return err
+	}
+	b.progress("joining %d clusters (hub join as a library) and starting their agents", b.cfg.Clusters)
+	start := time.Now()
+	var joined atomic.Int64
+	work := make(chan int)
+	errs := make(chan error, b.cfg.Clusters)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := range work {
+				if err := b.joinOne(ctx, ep, i); err != nil {
+					errs <- err
+					continue
+				}
+				joined.Add(1)
+			}
+		})
+	}
+	go func() {
+		for range time.Tick(5 * time.Second) {
+			if n := joined.Load(); n < int64(b.cfg.Clusters) && ctx.Err() == nil {
+				b.progress("joined %d/%d", n, b.cfg.Clusters)
+			} else {
+				return
+			}
+		}
+	}()
+	for i := range b.cfg.Clusters {
+		select {
+		case work <- i:
+		case err := <-errs:
+			close(work)
+			wg.Wait()
+			return err
+		}
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	b.report.Join = JoinFigures{Clusters: b.cfg.Clusters, JoinSeconds: round(time.Since(start).Seconds())}
+	b.progress("joined %d clusters in %.1f s; waiting for all to be Ready", b.cfg.Clusters, b.report.Join.JoinSeconds)
+	err = waitFor(ctx, 5*time.Minute+time.Duration(b.cfg.Clusters)*200*time.Millisecond, "every MemberCluster Ready", func() (bool, error) {
+		list := &dbfleetv1alpha1.MemberClusterList{}
+		if err := b.admin.List(ctx, list); err != nil {
+			return false, err
+		}
+		ready := 0
+		for i := range list.Items {
+			if meta.IsStatusConditionTrue(list.Items[i].Status.Conditions, dbfleetv1alpha1.ConditionReady) {
+				ready++
+			}
+		}
+		if b.every(5 * time.Second) {
+			b.progress("%d/%d MemberClusters Ready", ready, b.cfg.Clusters)
+		}
+		return ready == b.cfg.Clusters, nil
+	})
+	b.report.Join.ReadySeconds = round(time.Since(start).Seconds())
+	if err == nil {
+		b.progress("all %d clusters Ready %.1f s after the first join", b.cfg.Clusters, b.report.Join.ReadySeconds)
+	}
+	return err
+}
+
+func (b *bench) joinOne(ctx context.Context, ep join.HubEndpoint, i int) error {
+	name := clusterName(i)
+	o := join.NewOptions(name)
+	o.Region, o.Zone = regionOf(i), regionOf(i)+"-a"
+	o.Labels = map[string]string{labelGroup: groupName(groupOf(i))}
+	o.HeartbeatInterval, o.FenceAfter = b.cfg.HeartbeatInterval, b.cfg.FenceAfter
+	res, err := join.Join(ctx, b.admin, ep, o)
+	if err != nil {
+		return fmt.Errorf("join %s: %w", name, err)
+	}
+	a, err := startAgent(ctx, &b.settings, name, res.HubKubeconfig)
+	if err != nil {
+		return err
+	}
+	b.agents.add(a)
+	return nil
+}
+
+// createDatabases creates the policies and the databases, and waits until all are Available.
+func (b *bench) createDatabases(ctx context.Context) error {
+	ng := groups(b.cfg.Clusters)
+	for g := range ng {
+		var members []string
+		for i := g * groupSize; i < min((g+1)*groupSize, b.cfg.Clusters); i++ {
+			members = append(members, clusterName(i))
+		}
+		for _, p := range policies(g, members) {
+			if err := client.IgnoreAlreadyExists(b.admin.Create(ctx, p)); err != nil {
+				return fmt.Errorf("create ClusterPropagationPolicy %s: %w", p.Name, err)
+			}
+		}
+	}
+	if err := createNamespaces(ctx, b.admin); err != nil {
+		return err
+	}
+	var err error
+	if b.obs, err = startObserver(ctx, b.env.Config, cache.Options{Scheme: framework.Scheme}); err != nil {
+		return err
+	}
+	b.progress("created %d ClusterPropagationPolicies (4 kinds in each of %d groups); creating %d DatabaseClusters", 4*ng, ng, b.cfg.Databases)
+
+	metricsBefore, err := b.metricsGet(ctx)
+	if err != nil {
+		return err
+	}
+	cpuBefore := b.cpuSnapshot()
+	stopProfiles := b.startProfiles(ctx)
+	first := time.Now()
+	var last atomic.Int64
+	var createdN atomic.Int64
+	work := make(chan int)
+	errs := make(chan error, 16)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for i := range work {
+				dbc := database(i, ng)
+				if err := b.admin.Create(ctx, dbc); err != nil {
+					select {
+					case errs <- fmt.Errorf("create DatabaseCluster %s/%s: %w", dbc.Namespace, dbc.Name, err):
+					default:
+					}
+					continue
+				}
+				now := time.Now()
+				b.mu.Lock()
+				b.created[types.NamespacedName{Namespace: dbc.Namespace, Name: dbc.Name}] = now
+				b.mu.Unlock()
+				last.Store(now.UnixNano())
+				createdN.Add(1)
+			}
+		})
+	}
+	produceErr := func() error {
+		defer func() { close(work); wg.Wait() }()
+		for i := range b.cfg.Databases {
+			select {
+			case work <- i:
+			case err := <-errs:
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if b.every(5 * time.Second) {
+				b.createProgress(int(createdN.Load()))
+			}
+		}
+		return nil
+	}()
+	if produceErr == nil {
+		select {
+		case produceErr = <-errs:
+		default:
+		}
+	}
+	if produceErr != nil {
+		stopProfiles()
+		return produceErr
+	}
+	lastCreate := time.Unix(0, last.Load())
+	b.progress("created %d DatabaseClusters in %.1f s; waiting for all to be Available", b.cfg.Databases, lastCreate.Sub(first).Seconds())
+	err = waitFor(ctx, b.cfg.Timeout, "every DatabaseCluster Available", func() (bool, error) {
+		_, _, available := b.obs.counts()
+		if b.every(5 * time.Second) {
+			b.createProgress(b.cfg.Databases)
+		}
+		return available == b.cfg.Databases, nil
+	})
+	stopProfiles()
+	allAvailable := time.Now()
+	// Read the figures even when ctx was cancelled: a stopped run still reports what it saw.
+	metricsAfter, merr := b.metricsGet(context.WithoutCancel(ctx))
+	cpuAfter := b.cpuSnapshot()
+	b.fillCreate(first, lastCreate, allAvailable, metricsBefore, metricsAfter, merr)
+	for _, name := range []string{procHub, procAPIServer, procEtcd, procHarness} {
+		cpu, avg := cores(cpuBefore, cpuAfter, name)
+		b.report.Resources = append(b.report.Resources, ProcessUsage{Process: name, CreateCPU: round(cpu.Seconds()), CreateCores: avg})
+	}
+	if err != nil {
+		return err
+	}
+	c := b.report.Create
+	b.progress("all %d Available %.1f s after the last create; created → Available p50 %.2f s, p99 %.2f s",
+		b.cfg.Databases, c.AfterLast, c.Available.P50, c.Available.P99)
+	return nil
+}
+
+func (b *bench) createProgress(created int) {
+	s, p, a := b.obs.counts()
+	hub := b.cpuSnapshot()[procHub]
+	b.progress("databases: %d created, %d Scheduled, %d MemberDatabases written, %d Available | hub RSS %d MiB",
+		created, s, p, a, hub.RSS>>20)
+}
+
+// startProfiles takes CPU profiles of the hub (its pprof endpoint) and of the harness for up to
+// 60 s from now; the returned func stops the harness profile early.
+func (b *bench) startProfiles(ctx context.Context) (stop func()) {
+	if !b.cfg.Profile {
+		return func() {}
+	}
+	const seconds = 30
+	hubPath := filepath.Join(b.cfg.WorkDir, "hub-cpu.pprof")
+	b.profiling.Add(1)
+	go func() {
+		defer b.profiling.Done()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/profile?seconds=%d", b.hubPprofURL, seconds), nil)
+		if err != nil {
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.progress("hub profile: %v", err)
+			return
+		}
+		defer func() { _ = resp.Body.Close() }()
+		f, err := os.Create(hubPath)
+		if err != nil {
+			return
+		}
+		defer func() { _ = f.Close() }()
+		_, _ = io.Copy(f, resp.Body)
+	}()
+	b.report.Profiles = append(b.report.Profiles, hubPath)
+	stop = b.profileHarness("harness-cpu.pprof")
+	time.AfterFunc(seconds*time.Second, stop)
+	return stop
+}
+
+// profileHarness starts a CPU profile of the harness process into name; the returned func
+// stops it (once).
+func (b *bench) profileHarness(name string) (stop func()) {
+	if !b.cfg.Profile {
+		return func() {}
+	}
+	path := filepath.Join(b.cfg.WorkDir, name)
+	f, err := os.Create(path)
+	if err != nil {
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return func() {}
+	}
+	b.report.Profiles = append(b.report.Profiles, path)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		})
+	}
+}
+
+func (b *bench) fillCreate(first, lastCreate, allAvailable time.Time, before, after families, merr error) {
+	var sched, prop, avail []float64
+	var lastSched, lastProp, lastAvail time.Time
+	b.mu.Lock()
+	for k, created := range b.created {
+		s := b.obs.stagesOf(k)
+		if !s.scheduled.IsZero() {
+			sched = append(sched, s.scheduled.Sub(created).Seconds())
+			lastSched = latest(lastSched, s.scheduled)
+		}
+		if !s.propagated.IsZero() {
+			prop = append(prop, s.propagated.Sub(created).Seconds())
+			lastProp = latest(lastProp, s.propagated)
+		}
+		if !s.available.IsZero() {
+			avail = append(avail, s.available.Sub(created).Seconds())
+			lastAvail = latest(lastAvail, s.available)
+		}
+	}
+	b.mu.Unlock()
+	perSecond := func(n int, until time.Time) float64 {
+		if until.IsZero() || !until.After(first) {
+			return 0
+		}
+		return round(float64(n) / until.Sub(first).Seconds())
+	}
+	for i := range avail {
+		avail[i] = max(avail[i], 0)
+	}
+	h, width := histogram(avail)
+	c := CreateFigures{
+		Databases: b.cfg.Databases, CreateSeconds: round(lastCreate.Sub(first).Seconds()),
+		AllAvailableAt: round(allAvailable.Sub(first).Seconds()), AfterLast: round(allAvailable.Sub(lastCreate).Seconds()),
+		ScheduledPerSecond: perSecond(len(sched), lastSched), PropagatedPerSecond: perSecond(len(prop), lastProp),
+		AvailablePerSecond: perSecond(len(avail), lastAvail),
+		Scheduled:          percentiles(sched), Propagated: percentiles(prop), Available: percentiles(avail),
+		Histogram: h, HistogramBucketSeconds: width, AvailableCount: len(avail),
+	}
+	if merr == nil {
+		d := allAvailable.Sub(first)
+		c.Requests = rates(before.requests(), after.requests(), d)
+		c.RequestsPerSecond = round(total(c.Requests) / d.Seconds())
+	}
+	b.report.Create = c
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func total(rs []RequestRate) float64 {
+	var n float64
+	for _, r := range rs {
+		n += float64(r.Count)
+	}
+	return n
+}
+
+func (b *bench) fillResources() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := range b.report.Resources {
+		b.report.Resources[i].PeakRSS = b.peakRSS[b.report.Resources[i].Process] >> 20
+	}
+}
