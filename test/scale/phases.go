@@ -176,6 +176,20 @@ func (b *bench) restartHub(ctx context.Context) error {
 		return reconciles >= float64(b.cfg.Databases) && depth == 0, nil
 	})
 	if err != nil {
+		// Report the writes of the window anyway: they say why it did not settle.
+		if m1, merr := b.metricsGet(context.WithoutCancel(ctx)); merr == nil {
+			window := time.Since(start)
+			rs := rates(m0.requests(), m1.requests(), window)
+			b.report.Restart = &RestartFigures{ResyncSeconds: -1, WindowSeconds: round(window.Seconds()),
+				DatabaseClusterWrites: writesTo(rs, "databaseclusters"), MemberDatabaseWrites: writesTo(rs, "memberdatabases"),
+				MemberClusterWrites: writesTo(rs, "memberclusters"), MemberClusterBaseline: round(b.steadyMCWrites * window.Seconds()),
+				ReconcilesAfterRestart: int64(reconciles)}
+			for _, q := range rs {
+				if isWrite(q.Verb) {
+					b.report.Restart.Writes = append(b.report.Restart.Writes, q)
+				}
+			}
+		}
 		return err
 	}
 	resync := time.Since(start)

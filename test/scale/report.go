@@ -219,7 +219,11 @@ func (r *Report) Markdown(svgName string) string {
 		w("| steady state: MemberDatabase writes per minute (whole fleet) | %.1f |\n", s.MemberDatabaseWritesPerMinute)
 	}
 	if rs := r.Restart; rs != nil {
-		w("| hub restart: time to resync | %.1f s (%d DatabaseCluster reconciles) |\n", rs.ResyncSeconds, rs.ReconcilesAfterRestart)
+		if rs.ResyncSeconds < 0 {
+			w("| hub restart: time to resync | **not reached** in %.0f s (%d DatabaseCluster reconciles) |\n", rs.WindowSeconds, rs.ReconcilesAfterRestart)
+		} else {
+			w("| hub restart: time to resync | %.1f s (%d DatabaseCluster reconciles) |\n", rs.ResyncSeconds, rs.ReconcilesAfterRestart)
+		}
 		w("| hub restart: writes in the %.0f s after it | DatabaseClusters %d · MemberDatabases %d · MemberClusters %d (steady state alone would make %.0f): %s |\n",
 			rs.WindowSeconds, rs.DatabaseClusterWrites, rs.MemberDatabaseWrites, rs.MemberClusterWrites, rs.MemberClusterBaseline, countRates(rs.Writes, 6))
 	}

@@ -100,6 +100,14 @@ func Run(ctx context.Context, cfg Config) (_ *Report, retErr error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer b.shutdown()
+	// Whatever phase a run ends in, it reports what it measured against the targets.
+	defer func() {
+		if b.report.Create.Databases > 0 {
+			b.report.Machine.LoadAfter = load1()
+			b.fillResources()
+			b.report.Targets = b.targets()
+		}
+	}()
 	if err := b.startHub(ctx); err != nil {
 		return nil, err
 	}
@@ -129,9 +137,6 @@ func Run(ctx context.Context, cfg Config) (_ *Report, retErr error) {
 			return b.report, err
 		}
 	}
-	b.report.Machine.LoadAfter = load1()
-	b.report.Targets = b.targets()
-	b.fillResources()
 	return b.report, nil
 }
 
