@@ -1,4 +1,5 @@
-// Package agent is the home of the member agent: the MemberDatabase reconciler (written once on
-// multicluster-runtime, for Pull and Push clusters), the heartbeat and the fencing loop. None has
-// landed yet: this build ships the API and its tests.
+// Package agent wires the member agent: the MemberDatabase reconciler (package member, written
+// once on multicluster-runtime for Pull and Push clusters), the heartbeat (package heartbeat) and
+// the fence guard they share (package fence). cmd/agent and the scale benchmark both use Setup,
+// so the benchmark's agents are wired exactly as users run them.
 package agent

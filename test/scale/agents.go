@@ -13,10 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -25,10 +23,8 @@ import (
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 	"sigs.k8s.io/multicluster-runtime/providers/single"
 
-	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	dbfleetagent "github.com/dbfleet/dbfleet/pkg/agent"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
-	"github.com/dbfleet/dbfleet/pkg/agent/heartbeat"
-	"github.com/dbfleet/dbfleet/pkg/agent/member"
 	"github.com/dbfleet/dbfleet/pkg/options"
 	simmember "github.com/dbfleet/dbfleet/test/scale/member"
 )
@@ -89,9 +85,7 @@ func startAgent(parent context.Context, s *agentSettings, name string, hubKubeco
 		// One mapper for every agent: discovery answers are the same for all, and 1,000 copies
 		// would only cost the harness memory and the hub requests.
 		MapperProvider: func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return s.mapper, nil },
-		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{
-			dbfleetv1alpha1.MemberNamespace(name): {},
-		}},
+		Cache:          dbfleetagent.HubCache(name),
 		// Every agent's controller is named memberdatabase; here they share one process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		Logger:     ctrl.Log.WithName("agent").WithValues("cluster", name),
@@ -103,20 +97,16 @@ func startAgent(parent context.Context, s *agentSettings, name string, hubKubeco
 	if err := local.Add(a.member); err != nil {
 		return nil, err
 	}
-	guard := fence.NewGuard(clock.RealClock{}, s.fenceAfter)
-	a.guard = guard
-	if err := member.Setup(mgr, guard, controller.TypedOptions[mcreconcile.Request]{SkipNameValidation: ptr.To(true)}); err != nil {
-		return nil, err
-	}
 	hubClient, err := client.New(hubCfg, client.Options{Scheme: s.scheme, Mapper: s.mapper})
 	if err != nil {
 		return nil, err
 	}
-	if err := local.Add(&heartbeat.Heartbeat{
-		Cluster: name, Hub: hubClient, Member: a.member.GetClient(), MemberDiscovery: a.member,
-		Interval: s.heartbeatInterval, FenceAfter: s.fenceAfter, AgentVersion: "bench", Clock: clock.RealClock{},
-		Guard: guard,
-	}); err != nil {
+	a.guard, err = dbfleetagent.Setup(mgr, dbfleetagent.Settings{
+		Cluster: name, HeartbeatInterval: s.heartbeatInterval, FenceAfter: s.fenceAfter, Version: "bench",
+		Hub: hubClient, Member: a.member.GetClient(), MemberDiscovery: a.member,
+		Controller: controller.TypedOptions[mcreconcile.Request]{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(parent)

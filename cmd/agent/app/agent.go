@@ -12,23 +12,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
-	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 	"sigs.k8s.io/multicluster-runtime/providers/single"
 
-	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/agent/fence"
-	"github.com/dbfleet/dbfleet/pkg/agent/heartbeat"
-	"github.com/dbfleet/dbfleet/pkg/agent/member"
+	"github.com/dbfleet/dbfleet/pkg/agent"
 	"github.com/dbfleet/dbfleet/pkg/options"
 	"github.com/dbfleet/dbfleet/pkg/scheme"
 )
@@ -142,19 +135,13 @@ func run(ctx context.Context, o *agentOptions) error {
 		Scheme:                 runtimeScheme,
 		Metrics:                metricsserver.Options{BindAddress: o.manager.MetricsBindAddress},
 		HealthProbeBindAddress: o.manager.HealthProbeBindAddress,
-		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{
-			dbfleetv1alpha1.MemberNamespace(o.clusterName): {},
-		}},
+		Cache:                  agent.HubCache(o.clusterName),
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	local := mgr.GetLocalManager()
 	if err := local.Add(memberCluster); err != nil {
-		return err
-	}
-	guard := fence.NewGuard(clock.RealClock{}, o.fenceAfter)
-	if err := member.Setup(mgr, guard, controller.TypedOptions[mcreconcile.Request]{}); err != nil {
 		return err
 	}
 	hubClient, err := client.New(hubCfg, client.Options{Scheme: runtimeScheme})
@@ -165,10 +152,9 @@ func run(ctx context.Context, o *agentOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := local.Add(&heartbeat.Heartbeat{
-		Cluster: o.clusterName, Hub: hubClient, Member: memberCluster.GetClient(), MemberDiscovery: disco,
-		Interval: o.heartbeatInterval, FenceAfter: o.fenceAfter, AgentVersion: version, Clock: clock.RealClock{},
-		Guard: guard,
+	if _, err := agent.Setup(mgr, agent.Settings{
+		Cluster: o.clusterName, HeartbeatInterval: o.heartbeatInterval, FenceAfter: o.fenceAfter, Version: version,
+		Hub: hubClient, Member: memberCluster.GetClient(), MemberDiscovery: disco,
 	}); err != nil {
 		return err
 	}

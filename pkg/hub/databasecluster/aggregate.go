@@ -40,6 +40,12 @@ type shareView struct {
 	err       error
 }
 
+// clusterReady says whether the hub believes the cluster healthy (Ready=True), so that what its
+// agent reports is trusted; a missing cluster is not.
+func clusterReady(mc *dbfleetv1alpha1.MemberCluster) bool {
+	return mc != nil && meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady)
+}
+
 // shareState judges one share from what its agent reported.
 func shareState(v shareView) (dbfleetv1alpha1.PlacementState, int32) {
 	switch {
@@ -85,7 +91,7 @@ func aggregate(s *scope) {
 		v := shareView{
 			placement: *p,
 			mdb:       s.memberDBs[p.Cluster],
-			reachable: mc != nil && meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady),
+			reachable: clusterReady(mc),
 			err:       s.propagationErrors[p.Cluster],
 		}
 		state, r := shareState(v)
@@ -119,7 +125,7 @@ func aggregate(s *scope) {
 		_, e.ReadyReplicas = shareState(shareView{
 			placement: dbfleetv1alpha1.ClusterPlacement{Cluster: e.Cluster, Replicas: e.Replicas},
 			mdb:       s.memberDBs[e.Cluster],
-			reachable: mc != nil && meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady),
+			reachable: clusterReady(mc),
 		})
 		evicting = append(evicting, fmt.Sprintf("%s (%d/%d ready, %s)", e.Cluster, e.ReadyReplicas, e.Replicas, e.Reason))
 	}

@@ -91,7 +91,7 @@ func evictionReason(mc *dbfleetv1alpha1.MemberCluster, avoid map[string]dbfleetv
 	if avoid[mc.Name] == dbfleetv1alpha1.EvictionApplicationFailure {
 		return dbfleetv1alpha1.EvictionApplicationFailure
 	}
-	if !meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady) {
+	if !clusterReady(mc) {
 		return dbfleetv1alpha1.EvictionClusterFailure
 	}
 	for _, t := range mc.Spec.Taints {
@@ -157,8 +157,7 @@ func avoidClusters(s *scope, failover *dbfleetv1alpha1.FailoverBehavior, now tim
 		mc, mdb := s.members[p.Cluster], s.memberDBs[p.Cluster]
 		// A silent or unready cluster is cluster failover's business; a share not reported yet
 		// has not failed.
-		if mc == nil || !meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady) ||
-			mdb == nil || mdb.Status.ObservedGeneration == 0 {
+		if !clusterReady(mc) || mdb == nil || mdb.Status.ObservedGeneration == 0 {
 			continue
 		}
 		c := meta.FindStatusCondition(mdb.Status.Conditions, dbfleetv1alpha1.ConditionAvailable)
@@ -226,7 +225,7 @@ func replacementsReady(s *scope) bool {
 	for _, p := range s.dbc.Status.Placements {
 		mc := s.members[p.Cluster]
 		state, _ := shareState(shareView{placement: p, mdb: s.memberDBs[p.Cluster],
-			reachable: mc != nil && meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady)})
+			reachable: clusterReady(mc)})
 		if state != dbfleetv1alpha1.PlacementAvailable {
 			return false
 		}

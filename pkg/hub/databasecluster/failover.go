@@ -102,7 +102,7 @@ func (r *Reconciler) repromoteFencedPrimary(s *scope, now time.Time) bool {
 		return false
 	}
 	mc, mdb := s.members[p.Cluster], s.memberDBs[p.Cluster]
-	if mc == nil || mdb == nil || !meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady) {
+	if mdb == nil || !clusterReady(mc) {
 		return false
 	}
 	if !meta.IsStatusConditionTrue(mdb.Status.Conditions, dbfleetv1alpha1.ConditionFenced) || mdb.Status.Epoch != p.Epoch || mdb.Spec.Epoch != p.Epoch {

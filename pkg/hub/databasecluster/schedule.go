@@ -207,7 +207,7 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 	if out.PrimaryMoved && out.PrimaryFrom != "none" {
 		from, to, epoch := out.PrimaryFrom, planned.Status.Primary.Cluster, planned.Status.Primary.Epoch
 		old := s.members[from]
-		if old != nil && meta.IsStatusConditionTrue(old.Status.Conditions, dbfleetv1alpha1.ConditionReady) {
+		if clusterReady(old) {
 			// A planned move: demote first, promote only once the old cluster confirms.
 			if !demoted(s.memberDBs[from], epoch) {
 				s.demotion = &demotion{cluster: from, epoch: epoch}
