@@ -26,6 +26,7 @@ const (
 	DatabaseClusterFinalizer = "dbfleet.io/member-cleanup"
 	// MemberDatabaseFinalizer is the agent's: it keeps a MemberDatabase until the agent has removed
 	// the share's objects from its member cluster, which is how the hub learns cleanup is done.
+	// The hub sets it when it creates the MemberDatabase; the agent adds it if it is missing.
 	MemberDatabaseFinalizer = "dbfleet.io/agent-cleanup"
 )
 

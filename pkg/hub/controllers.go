@@ -21,6 +21,11 @@ type Config struct {
 	// ClusterGracePeriod is how long the hub waits without observing a member's lease renewal
 	// before it marks the cluster Ready=Unknown.
 	ClusterGracePeriod time.Duration
+	// HeartbeatStatusInterval is how stale MemberCluster status.lastHeartbeat may get before the
+	// hub rewrites it: the Lease is the fine-grained signal, the status field is for people, and
+	// at 1,000 clusters a rewrite every half grace period was a quarter of the hub API server's
+	// requests at rest.
+	HeartbeatStatusInterval time.Duration
 	// DefaultUnreachableToleration is how long a placement tolerates the hub's health taints
 	// (dbfleet.io/unreachable, dbfleet.io/not-ready) when its clusterTolerations say nothing of
 	// them; nil means the placement engine's default (10 s).

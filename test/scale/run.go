@@ -34,7 +34,7 @@ import (
 // Simulation says, in every report, what is real and what is simulated.
 const Simulation = "hub side real: etcd, the hub kube-apiserver and the `hub run` binary; each member joined " +
 	"with pkg/join (its own ServiceAccount token), running the agent's own reconciler, heartbeat and fence " +
-	"code in the harness process with its own hub client, Lease and member-NAME watch; etcd keeps its data on " +
+	"code in the harness process with its own hub client, Lease and member-NAME watch; deploy/hub's API Priority and Fairness objects installed; etcd keeps its data on " +
 	"tmpfs. Member API servers " +
 	"simulated: one in-memory store per member (test/scale/member) whose StatefulSets report every replica " +
 	"Ready a fixed delay after each change; no pods, nodes fixed."
@@ -205,6 +205,9 @@ func (b *bench) startHub(ctx context.Context) error {
 	if b.admin, err = client.New(cfg, client.Options{Scheme: framework.Scheme}); err != nil {
 		return err
 	}
+	if err := applyFlowControl(ctx, b.admin); err != nil {
+		return err
+	}
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return err
@@ -247,6 +250,25 @@ func (b *bench) startHub(ctx context.Context) error {
 		fenceAfter: b.cfg.FenceAfter, readyAfter: b.cfg.ReadyAfter,
 	}
 	return b.runHub(ctx, "hub.log")
+}
+
+// applyFlowControl installs deploy/hub's API Priority and Fairness objects, as a user installing
+// the hub with deploy/hub would: the agents' Lease renewals get their own priority level.
+func applyFlowControl(ctx context.Context, c client.Client) error {
+	data, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "deploy", "hub", "flowcontrol.yaml"))
+	if err != nil {
+		return err
+	}
+	objs, err := framework.DecodeObjects(data)
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs {
+		if err := c.Create(ctx, obj); err != nil {
+			return fmt.Errorf("apply %s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	return nil
 }
 
 // etcdOf finds the etcd serving the API server pid.

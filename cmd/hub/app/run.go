@@ -81,7 +81,7 @@ func newRunOptions() *runOptions {
 		retryPeriod:             2 * time.Second,
 		gracefulShutdownTimeout: 30 * time.Second,
 		controllers:             []string{"*"},
-		hub:                     hub.Config{ClusterGracePeriod: 20 * time.Second, EvictionRate: 10, EvictionBurst: 100},
+		hub:                     hub.Config{ClusterGracePeriod: 20 * time.Second, HeartbeatStatusInterval: time.Minute, EvictionRate: 10, EvictionBurst: 100},
 		defaultToleration:       placement.DefaultTolerationSeconds * time.Second,
 	}
 }
@@ -104,6 +104,8 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 		"How long controllers get to finish in-flight work after SIGTERM.")
 	fs.DurationVar(&o.hub.ClusterGracePeriod, "cluster-grace-period", o.hub.ClusterGracePeriod,
 		"How long the hub waits without observing a member agent renew its lease before it marks the cluster Ready=Unknown and taints it dbfleet.io/unreachable. Measured on the hub's own clock.")
+	fs.DurationVar(&o.hub.HeartbeatStatusInterval, "heartbeat-status-interval", o.hub.HeartbeatStatusInterval,
+		"How stale MemberCluster status.lastHeartbeat may get before the hub rewrites it. Health is judged from every Lease renewal regardless; this only bounds status writes (one per cluster per interval at rest).")
 	fs.DurationVar(&o.defaultToleration, "default-unreachable-toleration", o.defaultToleration,
 		"How long a placement tolerates the hub's dbfleet.io/unreachable and dbfleet.io/not-ready NoExecute taints when its clusterTolerations say nothing of them; then the cluster's shares are evicted (whole seconds).")
 	fs.Float64Var(&o.hub.EvictionRate, "eviction-rate", o.hub.EvictionRate,
@@ -128,6 +130,9 @@ func (o *runOptions) validate() error {
 	}
 	if o.hub.ClusterGracePeriod <= 0 {
 		errs = append(errs, fmt.Errorf("--cluster-grace-period must be positive, got %s", o.hub.ClusterGracePeriod))
+	}
+	if o.hub.HeartbeatStatusInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--heartbeat-status-interval must be positive, got %s", o.hub.HeartbeatStatusInterval))
 	}
 	if o.defaultToleration < 0 || o.defaultToleration%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("--default-unreachable-toleration must be whole seconds, zero or more, got %s", o.defaultToleration))

@@ -39,6 +39,8 @@ type Reconciler struct {
 	Recorder    events.EventRecorder
 	Clock       clock.PassiveClock
 	GracePeriod time.Duration
+	// StatusInterval bounds how stale status.lastHeartbeat may get (zero: half the grace period).
+	StatusInterval time.Duration
 	// Observer is shared with the failover gate of the databasecluster controller.
 	Observer *liveness.Observer
 }
@@ -50,11 +52,12 @@ type Reconciler struct {
 // Setup registers the controller.
 func Setup(_ context.Context, mgr ctrl.Manager, cfg hub.Config) error {
 	r := &Reconciler{
-		Client:      mgr.GetClient(),
-		Recorder:    mgr.GetEventRecorder("dbfleet-hub"),
-		Clock:       clock.RealClock{},
-		GracePeriod: cfg.ClusterGracePeriod,
-		Observer:    cfg.Liveness,
+		Client:         mgr.GetClient(),
+		Recorder:       mgr.GetEventRecorder("dbfleet-hub"),
+		Clock:          clock.RealClock{},
+		GracePeriod:    cfg.ClusterGracePeriod,
+		StatusInterval: cfg.HeartbeatStatusInterval,
+		Observer:       cfg.Liveness,
 	}
 	return r.SetupWithManager(mgr)
 }
@@ -67,17 +70,33 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&dbfleetv1alpha1.MemberCluster{}).
-		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(leaseOwner)).
+		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.observeLease)).
 		Complete(r)
 }
 
-// leaseOwner maps an agent Lease to its MemberCluster.
-func leaseOwner(_ context.Context, obj client.Object) []reconcile.Request {
-	cluster := obj.GetLabels()[dbfleetv1alpha1.LabelCluster]
-	if obj.GetName() != heartbeat.LeaseName || cluster == "" || obj.GetNamespace() != dbfleetv1alpha1.MemberNamespace(cluster) {
+// observeLease records an agent Lease's renewal the moment the hub's watch delivers it and maps
+// the Lease to its MemberCluster. Observing here rather than in Reconcile keeps the health
+// judgement independent of the work queue: at 1,000 clusters the reconciles that write status
+// can lag the renewals by seconds, and a renewal that waits in the queue must not count as
+// silence.
+func (r *Reconciler) observeLease(_ context.Context, obj client.Object) []reconcile.Request {
+	cluster := leaseCluster(obj)
+	if cluster == "" {
 		return nil
 	}
+	if lease, ok := obj.(*coordinationv1.Lease); ok && lease.Spec.RenewTime != nil {
+		r.Observer.Observe(cluster, lease.Spec.RenewTime.Time)
+	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: cluster}}}
+}
+
+// leaseCluster is the MemberCluster an agent Lease belongs to, or "" for any other Lease.
+func leaseCluster(obj client.Object) string {
+	cluster := obj.GetLabels()[dbfleetv1alpha1.LabelCluster]
+	if obj.GetName() != heartbeat.LeaseName || cluster == "" || obj.GetNamespace() != dbfleetv1alpha1.MemberNamespace(cluster) {
+		return ""
+	}
+	return cluster
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -112,10 +131,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		setCondition(mc, dbfleetv1alpha1.ConditionAgentConnected, metav1.ConditionTrue, ReasonLeaseRenewed, "the agent renews its lease again")
 	}
 	if last := r.Observer.LastObserved(mc.Name); !last.IsZero() {
-		// The wall time of the observation, for people; written when it moved by more than half a
-		// grace period, not on every renewal (the Lease is the fine-grained signal).
+		// The wall time of the observation, for people; written when it moved by more than
+		// StatusInterval (or with another change), not on every renewal: the Lease is the
+		// fine-grained signal.
 		observed := now.Add(-r.Clock.Since(last)).Truncate(time.Second)
-		if mc.Status.LastHeartbeat == nil || observed.Sub(mc.Status.LastHeartbeat.Time) > r.GracePeriod/2 {
+		if mc.Status.LastHeartbeat == nil || observed.Sub(mc.Status.LastHeartbeat.Time) > r.statusInterval() ||
+			!equality.Semantic.DeepEqual(before.Status, mc.Status) {
 			mc.Status.LastHeartbeat = &metav1.Time{Time: observed}
 		}
 	}
@@ -139,6 +160,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	// Look again just after the grace period would run out.
 	return ctrl.Result{RequeueAfter: r.GracePeriod - silent + time.Second/10}, nil
+}
+
+func (r *Reconciler) statusInterval() time.Duration {
+	if r.StatusInterval > 0 {
+		return r.StatusInterval
+	}
+	return r.GracePeriod / 2
 }
 
 func setCondition(mc *dbfleetv1alpha1.MemberCluster, t string, status metav1.ConditionStatus, reason, msg string) {

@@ -135,6 +135,10 @@ func desiredMemberDatabase(dbc *dbfleetv1alpha1.DatabaseCluster, p dbfleetv1alph
 				dbfleetv1alpha1.LabelDatabase:          dbc.Name,
 				dbfleetv1alpha1.LabelDatabaseNamespace: dbc.Namespace,
 			},
+			// The agent's cleanup finalizer is set at create: the agent would add it before
+			// applying anything anyway, and one write fewer per share is what placement
+			// throughput is made of when the hub API server is the bottleneck.
+			Finalizers: []string{dbfleetv1alpha1.MemberDatabaseFinalizer},
 		},
 		Spec: dbfleetv1alpha1.MemberDatabaseSpec{
 			DatabaseRef: dbfleetv1alpha1.DatabaseReference{Namespace: dbc.Namespace, Name: dbc.Name, UID: dbc.UID},

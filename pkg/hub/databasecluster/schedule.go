@@ -256,6 +256,13 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 	if len(out.Evicted) > 0 {
 		r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, "Evicted", "Evict", "%s", truncate(evictionSummary(out.Evicted)))
 	}
+	if out.PrimaryMoved && out.PrimaryFrom == "none" && len(out.Moves) > 0 {
+		// The first placement: one Event, not two (Events are API writes too, and this one
+		// comes with every database created).
+		r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, ReasonScheduled, "Schedule", "%s; primary on %s at epoch %d",
+			listSome(out.Moves), dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch)
+		return requeue, nil
+	}
 	if out.PrimaryMoved {
 		r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, "PrimaryChanged", "Promote",
 			"primary moved from %s to %s at epoch %d", out.PrimaryFrom, dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/test/framework"
@@ -32,6 +34,12 @@ type fixture struct {
 	c     client.Client
 	suite string
 	ns    string
+
+	// clusters are this fixture's MemberClusters; silent those whose simulated agent does not
+	// confirm cleanup (see cleanUpAsAgents).
+	mu       sync.Mutex
+	clusters []string
+	silent   map[string]bool
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -41,9 +49,59 @@ func newFixture(t *testing.T) *fixture {
 		suite = suite[:40]
 	}
 	suite = strings.Trim(suite, "-")
-	f := &fixture{t: t, ctx: context.Background(), c: env.Client, suite: suite, ns: suite}
+	f := &fixture{t: t, ctx: context.Background(), c: env.Client, suite: suite, ns: suite, silent: map[string]bool{}}
 	f.createNamespace(f.ns)
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.cleanUpAsAgents(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
 	return f
+}
+
+// cleanUpAsAgents plays the agents' part in deletion until ctx ends: the hub creates every
+// MemberDatabase with the agent's cleanup finalizer, and an agent drops it once the share is
+// gone from its member cluster. Here that happens at once, except on clusters made silent.
+func (f *fixture) cleanUpAsAgents(ctx context.Context) {
+	for {
+		f.mu.Lock()
+		var clusters []string
+		for _, c := range f.clusters {
+			if !f.silent[c] {
+				clusters = append(clusters, c)
+			}
+		}
+		f.mu.Unlock()
+		for _, cluster := range clusters {
+			list := &dbfleetv1alpha1.MemberDatabaseList{}
+			if err := f.c.List(ctx, list, client.InNamespace(dbfleetv1alpha1.MemberNamespace(cluster))); err != nil {
+				continue
+			}
+			for i := range list.Items {
+				mdb := &list.Items[i]
+				if mdb.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(mdb, dbfleetv1alpha1.MemberDatabaseFinalizer) {
+					continue
+				}
+				patched := mdb.DeepCopy()
+				controllerutil.RemoveFinalizer(patched, dbfleetv1alpha1.MemberDatabaseFinalizer)
+				_ = f.c.Patch(ctx, patched, client.MergeFromWithOptions(mdb, client.MergeFromWithOptimisticLock{}))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// silence makes the cluster's simulated agent stop confirming cleanup (or resume, with false).
+func (f *fixture) silence(cluster string, silent bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.silent[cluster] = silent
 }
 
 func (f *fixture) createNamespace(name string) {
@@ -68,6 +126,9 @@ func (f *fixture) member(name, region string, cpus int64) string {
 		f.t.Fatal(err)
 	}
 	f.createNamespace(dbfleetv1alpha1.MemberNamespace(full))
+	f.mu.Lock()
+	f.clusters = append(f.clusters, full)
+	f.mu.Unlock()
 	mc.Status.ResourceSummary = &dbfleetv1alpha1.ResourceSummary{
 		Allocatable: corev1.ResourceList{corev1.ResourceCPU: *resource.NewQuantity(cpus, resource.DecimalSI)},
 	}

@@ -233,12 +233,12 @@ func TestDeleteWaitsForMemberCleanup(t *testing.T) {
 	f.waitDatabase("orders", "scheduled", func(d *dbfleetv1alpha1.DatabaseCluster) bool { return len(d.Status.Placements) == 2 })
 	mdbs := f.waitMemberDatabases("orders", map[string]int32{a: 1, b: 1})
 
-	// Cluster b's agent holds its share with its finalizer, as a real agent does until cleaned up.
+	// Cluster b's agent is silent: its share keeps the agent's finalizer the hub set at create.
 	blocked := mdbs[b]
-	controllerutil.AddFinalizer(blocked, dbfleetv1alpha1.MemberDatabaseFinalizer)
-	if err := f.c.Update(f.ctx, blocked); err != nil {
-		t.Fatal(err)
+	if !controllerutil.ContainsFinalizer(blocked, dbfleetv1alpha1.MemberDatabaseFinalizer) {
+		t.Fatalf("MemberDatabase created without the agent's cleanup finalizer: %v", blocked.Finalizers)
 	}
+	f.silence(b, true)
 
 	dbc := f.getDatabase("orders")
 	if err := f.c.Delete(f.ctx, dbc); err != nil {
@@ -273,11 +273,8 @@ func TestForceDeleteStopsWaitingForASilentMember(t *testing.T) {
 	a := f.member("a", "r1", 100)
 	f.policy("spread", 0, map[string]string{"app": "orders"}, divided())
 	f.database("orders", 1, map[string]string{"app": "orders"})
-	mdbs := f.waitMemberDatabases("orders", map[string]int32{a: 1})
-	controllerutil.AddFinalizer(mdbs[a], dbfleetv1alpha1.MemberDatabaseFinalizer)
-	if err := f.c.Update(f.ctx, mdbs[a]); err != nil {
-		t.Fatal(err)
-	}
+	f.waitMemberDatabases("orders", map[string]int32{a: 1})
+	f.silence(a, true)
 	dbc := f.getDatabase("orders")
 	if err := f.c.Delete(f.ctx, dbc); err != nil {
 		t.Fatal(err)
