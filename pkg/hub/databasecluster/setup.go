@@ -9,10 +9,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -72,7 +75,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			predicate.AnnotationChangedPredicate{},
 			deletionStarted(),
 		))).
-		Watches(&dbfleetv1alpha1.MemberDatabase{}, handler.EnqueueRequestsFromMapFunc(databaseOfMember)).
+		Watches(&dbfleetv1alpha1.MemberDatabase{}, memberDatabaseEvents()).
 		Watches(&dbfleetv1alpha1.PropagationPolicy{}, skipInitialList(r.databasesInNamespace)).
 		Watches(&dbfleetv1alpha1.ClusterPropagationPolicy{}, skipInitialList(r.allDatabases)).
 		Watches(&dbfleetv1alpha1.MemberCluster{}, r.memberClusterHandler(), builder.WithPredicates(placementRelevantChange())).
@@ -112,7 +115,51 @@ func readyStatus(mc *dbfleetv1alpha1.MemberCluster) string {
 	return ""
 }
 
-func databaseOfMember(_ context.Context, obj client.Object) []reconcile.Request {
+// reportPriority is the work-queue priority of a database whose MemberDatabase changed (an agent
+// reported, or a share went away), above the default 0 of a database created or edited.
+const reportPriority = 1
+
+// memberDatabaseEvents enqueues a MemberDatabase's database, ahead of the databases waiting to be
+// placed when an agent reports on it: finishing what was started first. Without it, a burst of
+// 10,000 creates filled the FIFO queue, and a database whose shares were all Available waited
+// behind every unplaced one for the reconcile that reports it Available (minutes at 1,000
+// clusters); the total work is the same, but each database now completes soon after it is placed.
+// Initial-list and resync events stay low priority, as controller-runtime's own handlers do.
+func memberDatabaseEvents() handler.EventHandler {
+	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], obj client.Object, priority int) {
+		for _, req := range databaseOfMember(obj) {
+			if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+				pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(priority)}, req)
+				continue
+			}
+			q.Add(req)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			priority := 0
+			if e.IsInInitialList {
+				priority = handler.LowPriority
+			}
+			enqueue(q, e.Object, priority)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			priority := reportPriority
+			if e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion() {
+				priority = handler.LowPriority
+			}
+			enqueue(q, e.ObjectNew, priority)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, e.Object, reportPriority)
+		},
+		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, e.Object, 0)
+		},
+	}
+}
+
+func databaseOfMember(obj client.Object) []reconcile.Request {
 	mdb, ok := obj.(*dbfleetv1alpha1.MemberDatabase)
 	if !ok {
 		return nil
