@@ -40,10 +40,11 @@ const (
 	HubQPS   = 300
 	HubBurst = 600
 	// HubConcurrentReconciles overlaps the API round trips of different databases' reconciles;
-	// one at a time, the hub placed about 5 databases a second whatever its QPS. On a saturated
-	// API server a reconcile's five sequential writes took 4 s at 1,000 clusters, so 16 workers
-	// placed 4 databases a second while the API server had room for more: the workers only wait.
-	HubConcurrentReconciles = 64
+	// one at a time, the hub placed about 5 databases a second whatever its QPS. More is not
+	// better on a saturated API server: 64 (for every hub controller) at 1,000 clusters took
+	// so much of it that agents' Lease renewals queued past the grace period and healthy
+	// clusters were marked unreachable.
+	HubConcurrentReconciles = 16
 	AgentQPS                = 20
 	AgentBurst              = 40
 )
