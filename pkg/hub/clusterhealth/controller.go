@@ -110,6 +110,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 
+	r.Observer.Known(mc.Name)
 	lease := &coordinationv1.Lease{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(mc.Name), Name: heartbeat.LeaseName}, lease)
 	if client.IgnoreNotFound(err) != nil {

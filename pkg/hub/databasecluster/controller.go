@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -33,6 +34,12 @@ type Reconciler struct {
 	DefaultTolerationSeconds *int64
 	// EvictionLimiter bounds how fast shares leave failed clusters, hub-wide; nil: no limit.
 	EvictionLimiter *rate.Limiter
+
+	// evictionGrants remembers the databases let through EvictionLimiter in the last
+	// evictionGrantTTL (types.NamespacedName → time.Time), so that a reconcile that took tokens
+	// but failed to record its eviction (a status write conflict, say) does not pay again on
+	// its retry and wait a whole refill for an eviction already counted.
+	evictionGrants sync.Map
 }
 
 // scope is what one reconcile gathers and decides; the phase functions fill it in turn.

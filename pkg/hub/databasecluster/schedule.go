@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
@@ -234,7 +235,7 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 			return soonest(wait, requeue), nil
 		}
 	}
-	if wait := r.evictionDelay(out.FailureEvictions, now); wait > 0 {
+	if wait := r.evictionDelay(client.ObjectKeyFromObject(dbc), out.FailureEvictions, now); wait > 0 {
 		// Too many shares are leaving failed clusters at once (a hub-side network fault looks like
 		// that too): keep this placement a little longer.
 		evictionsDelayed.Inc()
@@ -273,10 +274,18 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 	return requeue, nil
 }
 
-// evictionDelay takes n evictions from the hub-wide eviction rate limit, or says how long to wait
-// for them (zero: go ahead). A batch larger than the burst waits for a full bucket.
-func (r *Reconciler) evictionDelay(n int, now time.Time) time.Duration {
+// evictionGrantTTL is how long a database's pass through the eviction limit stays valid for its
+// retries.
+const evictionGrantTTL = time.Minute
+
+// evictionDelay takes n evictions of the database db from the hub-wide eviction rate limit, or
+// says how long to wait for them (zero: go ahead). A batch larger than the burst waits for a full
+// bucket. A database let through less than evictionGrantTTL ago goes ahead without new tokens.
+func (r *Reconciler) evictionDelay(db types.NamespacedName, n int, now time.Time) time.Duration {
 	if n == 0 || r.EvictionLimiter == nil {
+		return 0
+	}
+	if granted, ok := r.evictionGrants.Load(db); ok && now.Sub(granted.(time.Time)) < evictionGrantTTL {
 		return 0
 	}
 	n = min(n, r.EvictionLimiter.Burst())
@@ -288,6 +297,13 @@ func (r *Reconciler) evictionDelay(n int, now time.Time) time.Duration {
 		res.CancelAt(now)
 		return wait
 	}
+	r.evictionGrants.Range(func(key, granted any) bool {
+		if now.Sub(granted.(time.Time)) >= evictionGrantTTL {
+			r.evictionGrants.Delete(key)
+		}
+		return true
+	})
+	r.evictionGrants.Store(db, now)
 	return 0
 }
 

@@ -119,6 +119,12 @@ func readyStatus(mc *dbfleetv1alpha1.MemberCluster) string {
 // reported, or a share went away), above the default 0 of a database created or edited.
 const reportPriority = 1
 
+// reportBatch is how long an agent's report waits in the queue for the reports of the database's
+// other shares, so that one reconcile (and one status write) takes them all: a share reports
+// twice (applied, then ready), and a database of three shares otherwise cost up to six
+// DatabaseCluster status writes.
+const reportBatch = time.Second
+
 // memberDatabaseEvents enqueues a MemberDatabase's database, ahead of the databases waiting to be
 // placed when an agent reports on it: finishing what was started first. Without it, a burst of
 // 10,000 creates filled the FIFO queue, and a database whose shares were all Available waited
@@ -127,12 +133,16 @@ const reportPriority = 1
 // Initial-list and resync events stay low priority, as controller-runtime's own handlers do.
 func memberDatabaseEvents() handler.EventHandler {
 	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], obj client.Object, priority int) {
+		after := time.Duration(0)
+		if priority == reportPriority {
+			after = reportBatch
+		}
 		for _, req := range databaseOfMember(obj) {
 			if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
-				pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(priority)}, req)
+				pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(priority), After: after}, req)
 				continue
 			}
-			q.Add(req)
+			q.AddAfter(req, after)
 		}
 	}
 	return handler.Funcs{

@@ -20,6 +20,9 @@ type Observer struct {
 
 	mu   sync.Mutex
 	seen map[string]observation
+	// joined is when the hub first saw each cluster that has not renewed yet: a cluster joined
+	// while the hub runs gets its full grace period from then, not from the hub's start.
+	joined map[string]time.Time
 }
 
 type observation struct {
@@ -29,7 +32,7 @@ type observation struct {
 
 // NewObserver starts observing now.
 func NewObserver(c clock.PassiveClock) *Observer {
-	return &Observer{clock: c, started: c.Now(), seen: map[string]observation{}}
+	return &Observer{clock: c, started: c.Now(), seen: map[string]observation{}, joined: map[string]time.Time{}}
 }
 
 // Observe records the Lease's renew time; it counts as a renewal only when the value changed.
@@ -41,10 +44,24 @@ func (o *Observer) Observe(cluster string, renewTime time.Time) {
 		return
 	}
 	o.seen[cluster] = observation{renewTime: renewTime, observedAt: o.clock.Now()}
+	delete(o.joined, cluster)
 }
 
-// SilentFor is how long, on the hub's clock, since the cluster was last seen renewing (or since
-// the hub started watching, if never). It is always known: a hub that just started counts from
+// Known records that the hub knows the cluster (its MemberCluster exists). A cluster never seen
+// renewing counts its silence from the first call, or from the hub's start if that is later.
+func (o *Observer) Known(cluster string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.seen[cluster]; ok {
+		return
+	}
+	if _, ok := o.joined[cluster]; !ok {
+		o.joined[cluster] = o.clock.Now()
+	}
+}
+
+// SilentFor is how long, on the hub's clock, since the cluster was last seen renewing (or, if
+// never, since the hub first knew it or started watching, whichever is later). It is always known: a hub that just started counts from
 // its own start, which errs on the side of waiting.
 func (o *Observer) SilentFor(cluster string) (time.Duration, bool) {
 	o.mu.Lock()
@@ -52,6 +69,8 @@ func (o *Observer) SilentFor(cluster string) (time.Duration, bool) {
 	last := o.started
 	if obs, ok := o.seen[cluster]; ok {
 		last = obs.observedAt
+	} else if joined, ok := o.joined[cluster]; ok && joined.After(last) {
+		last = joined
 	}
 	return o.clock.Since(last), true
 }
@@ -68,4 +87,5 @@ func (o *Observer) Forget(cluster string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.seen, cluster)
+	delete(o.joined, cluster)
 }
