@@ -50,7 +50,8 @@ func DefaultConfig() Config {
 		HubRestart:       true,
 		Failover:         true,
 		FailoverFraction: 0.1,
-		Timeout:          45 * time.Minute,
+		// 10,000 databases take about an hour on a 2-core machine (docs/performance.md).
+		Timeout: 90 * time.Minute,
 		// The design's defaults.
 		HeartbeatInterval: 5 * time.Second,
 		FenceAfter:        15 * time.Second,

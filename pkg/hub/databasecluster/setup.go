@@ -115,9 +115,10 @@ func readyStatus(mc *dbfleetv1alpha1.MemberCluster) string {
 	return ""
 }
 
-// reportPriority is the work-queue priority of a database whose MemberDatabase changed (an agent
-// reported, or a share went away), above the default 0 of a database created or edited.
-const reportPriority = 1
+// availabilityPriority is the work-queue priority of a database one of whose shares became
+// Available or stopped being Available (or went away), above the default 0 of a database created
+// or edited.
+const availabilityPriority = 1
 
 // reportBatch is how long an agent's report waits in the queue for the reports of the database's
 // other shares, so that one reconcile (and one status write) takes them all: a share reports
@@ -125,18 +126,16 @@ const reportPriority = 1
 // DatabaseCluster status writes.
 const reportBatch = time.Second
 
-// memberDatabaseEvents enqueues a MemberDatabase's database, ahead of the databases waiting to be
-// placed when an agent reports on it: finishing what was started first. Without it, a burst of
-// 10,000 creates filled the FIFO queue, and a database whose shares were all Available waited
-// behind every unplaced one for the reconcile that reports it Available (minutes at 1,000
-// clusters); the total work is the same, but each database now completes soon after it is placed.
-// Initial-list and resync events stay low priority, as controller-runtime's own handlers do.
+// memberDatabaseEvents enqueues a MemberDatabase's database. A share that became Available (or
+// stopped being so) goes ahead of the databases waiting to be placed: finishing what was started
+// first. Without it, a burst of 10,000 creates filled the FIFO queue, and a database whose shares
+// were all Available waited behind every unplaced one for the reconcile that reports it (minutes
+// at 1,000 clusters). Only availability changes jump the queue: when every agent report did, at
+// 1,000 clusters the reports alone outran the hub's reconciles and new databases starved.
+// Reports are batched for reportBatch; initial-list and resync events stay low priority, as
+// controller-runtime's own handlers do.
 func memberDatabaseEvents() handler.EventHandler {
-	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], obj client.Object, priority int) {
-		after := time.Duration(0)
-		if priority == reportPriority {
-			after = reportBatch
-		}
+	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], obj client.Object, priority int, after time.Duration) {
 		for _, req := range databaseOfMember(obj) {
 			if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
 				pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(priority), After: after}, req)
@@ -151,22 +150,31 @@ func memberDatabaseEvents() handler.EventHandler {
 			if e.IsInInitialList {
 				priority = handler.LowPriority
 			}
-			enqueue(q, e.Object, priority)
+			enqueue(q, e.Object, priority, 0)
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			priority := reportPriority
-			if e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion() {
+			priority := 0
+			switch {
+			case e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion():
 				priority = handler.LowPriority
+			case shareAvailable(e.ObjectOld) != shareAvailable(e.ObjectNew):
+				priority = availabilityPriority
 			}
-			enqueue(q, e.ObjectNew, priority)
+			enqueue(q, e.ObjectNew, priority, reportBatch)
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(q, e.Object, reportPriority)
+			enqueue(q, e.Object, availabilityPriority, 0)
 		},
 		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(q, e.Object, 0)
+			enqueue(q, e.Object, 0, 0)
 		},
 	}
+}
+
+// shareAvailable says whether a MemberDatabase reports its share Available.
+func shareAvailable(obj client.Object) bool {
+	mdb, ok := obj.(*dbfleetv1alpha1.MemberDatabase)
+	return ok && meta.IsStatusConditionTrue(mdb.Status.Conditions, dbfleetv1alpha1.ConditionAvailable)
 }
 
 func databaseOfMember(obj client.Object) []reconcile.Request {

@@ -15,34 +15,39 @@ import (
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 )
 
-// An agent's report on a placed database's share jumps the queue of databases waiting to be
-// placed; a resync does not.
-func TestAgentReportsAreReconciledBeforeNewDatabases(t *testing.T) {
+// A share that became Available jumps the queue of databases waiting to be placed; another
+// report (applied, not yet ready) waits its turn, and a resync comes last.
+func TestAvailabilityReportsAreReconciledBeforeNewDatabases(t *testing.T) {
 	q := priorityqueue.New[reconcile.Request]("test")
 	defer q.ShutDown()
 	waiting := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "new"}}
 	q.Add(waiting) // a database just created, not yet placed
 
-	mdb := func(db, rv string) *dbfleetv1alpha1.MemberDatabase {
-		return &dbfleetv1alpha1.MemberDatabase{
+	mdb := func(db, rv string, available metav1.ConditionStatus) *dbfleetv1alpha1.MemberDatabase {
+		m := &dbfleetv1alpha1.MemberDatabase{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "member-east", Name: "shop-" + db, ResourceVersion: rv},
 			Spec:       dbfleetv1alpha1.MemberDatabaseSpec{DatabaseRef: dbfleetv1alpha1.DatabaseReference{Namespace: "shop", Name: db}},
 		}
+		if available != "" {
+			m.Status.Conditions = []metav1.Condition{{Type: dbfleetv1alpha1.ConditionAvailable, Status: available}}
+		}
+		return m
 	}
 	h := memberDatabaseEvents()
 	ctx := context.Background()
-	h.Update(ctx, event.UpdateEvent{ObjectOld: mdb("resynced", "7"), ObjectNew: mdb("resynced", "7")}, q)
-	h.Update(ctx, event.UpdateEvent{ObjectOld: mdb("placed", "1"), ObjectNew: mdb("placed", "2")}, q)
+	h.Update(ctx, event.UpdateEvent{ObjectOld: mdb("resynced", "7", metav1.ConditionTrue), ObjectNew: mdb("resynced", "7", metav1.ConditionTrue)}, q)
+	h.Update(ctx, event.UpdateEvent{ObjectOld: mdb("applied", "1", ""), ObjectNew: mdb("applied", "2", metav1.ConditionFalse)}, q)
+	h.Update(ctx, event.UpdateEvent{ObjectOld: mdb("ready", "1", metav1.ConditionFalse), ObjectNew: mdb("ready", "2", metav1.ConditionTrue)}, q)
 
-	// The report waits reportBatch for its siblings, then goes first.
+	// Reports wait reportBatch for their siblings, then go by priority.
 	deadline := time.Now().Add(10 * time.Second)
-	for q.Len() < 3 {
+	for q.Len() < 4 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of 3 items ready after 10s", q.Len())
+			t.Fatalf("%d of 4 items ready after 10s", q.Len())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	for i, want := range []string{"placed", "new", "resynced"} {
+	for i, want := range []string{"ready", "new", "applied", "resynced"} {
 		item, _, _ := q.GetWithPriority()
 		if item.Name != want {
 			t.Fatalf("item %d off the queue is %s, want %s", i, item.Name, want)
