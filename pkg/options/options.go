@@ -41,9 +41,9 @@ const (
 	HubBurst = 600
 	// HubConcurrentReconciles overlaps the API round trips of different databases' reconciles;
 	// one at a time, the hub placed about 5 databases a second whatever its QPS. More is not
-	// better on a saturated API server: 64 (for every hub controller) at 1,000 clusters took
-	// so much of it that agents' Lease renewals queued past the grace period and healthy
-	// clusters were marked unreachable.
+	// better on a saturated API server: with 64 (for every hub controller) at 1,000 clusters,
+	// hundreds of agents' Lease renewals queued, some were rejected after timing out, and
+	// placement was slower than with 16.
 	HubConcurrentReconciles = 16
 	AgentQPS                = 20
 	AgentBurst              = 40
