@@ -110,15 +110,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 
+	// Renewals are observed as the Lease watch delivers them (observeLease), the initial list
+	// included, so the reconcile reads the Observer and not the Lease.
 	r.Observer.Known(mc.Name)
-	lease := &coordinationv1.Lease{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(mc.Name), Name: heartbeat.LeaseName}, lease)
-	if client.IgnoreNotFound(err) != nil {
-		return ctrl.Result{}, fmt.Errorf("read agent lease: %w", err)
-	}
-	if err == nil && lease.Spec.RenewTime != nil {
-		r.Observer.Observe(mc.Name, lease.Spec.RenewTime.Time)
-	}
 	silent, _ := r.Observer.SilentFor(mc.Name)
 	now := r.Clock.Now()
 

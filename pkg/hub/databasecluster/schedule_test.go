@@ -6,9 +6,11 @@ import (
 	"time"
 
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 )
@@ -244,4 +246,25 @@ func sharesOf(dbc *dbfleetv1alpha1.DatabaseCluster) map[string]int32 {
 		out[p.Cluster] = p.Replicas
 	}
 	return out
+}
+
+// A database let through the eviction limit is not charged again when its reconcile is retried
+// (its status write failed, say); another database still waits for the refill.
+func TestEvictionGrantSurvivesARetry(t *testing.T) {
+	r := &Reconciler{EvictionLimiter: rate.NewLimiter(rate.Every(100*time.Second), 1)}
+	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	orders := types.NamespacedName{Namespace: "shop", Name: "orders"}
+	payments := types.NamespacedName{Namespace: "shop", Name: "payments"}
+	if wait := r.evictionDelay(orders, 1, now); wait != 0 {
+		t.Fatalf("first eviction waits %s, want 0 (a full bucket)", wait)
+	}
+	if wait := r.evictionDelay(orders, 1, now.Add(time.Second)); wait != 0 {
+		t.Errorf("the retry of a granted eviction waits %s, want 0", wait)
+	}
+	if wait := r.evictionDelay(payments, 1, now.Add(time.Second)); wait <= 0 {
+		t.Errorf("another database's eviction goes ahead with an empty bucket, want a wait")
+	}
+	if wait := r.evictionDelay(orders, 1, now.Add(evictionGrantTTL+time.Second)); wait <= 0 {
+		t.Errorf("a grant older than %s still lets orders through, want a wait", evictionGrantTTL)
+	}
 }
