@@ -1,7 +1,6 @@
 package policy
 
 import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
@@ -36,10 +35,17 @@ type Match struct {
 // Select returns the winning policy for dbc, or nil when none selects it. PropagationPolicies in
 // other namespaces than dbc's, and policies being deleted, are ignored.
 func Select(dbc *dbfleetv1alpha1.DatabaseCluster, pps []dbfleetv1alpha1.PropagationPolicy, cpps []dbfleetv1alpha1.ClusterPropagationPolicy) *Match {
-	var best *Match
-	consider := func(m *Match) {
-		if m.Precision != NoMatch && (best == nil || beats(m, best)) {
-			best = m
+	return (*Matcher)(nil).Select(dbc, pps, cpps)
+}
+
+// Select is the package's Select, with the label selectors taken from m's cache; a nil m parses
+// them on every call.
+func (m *Matcher) Select(dbc *dbfleetv1alpha1.DatabaseCluster, pps []dbfleetv1alpha1.PropagationPolicy, cpps []dbfleetv1alpha1.ClusterPropagationPolicy) *Match {
+	m.tick()
+	var best Match // best.Precision is NoMatch until a policy selects dbc
+	consider := func(c Match) {
+		if c.Precision != NoMatch && (best.Precision == NoMatch || beats(&c, &best)) {
+			best = c
 		}
 	}
 	for i := range pps {
@@ -48,11 +54,11 @@ func Select(dbc *dbfleetv1alpha1.DatabaseCluster, pps []dbfleetv1alpha1.Propagat
 		if pp.Namespace != dbc.Namespace || !pp.DeletionTimestamp.IsZero() {
 			continue
 		}
-		consider(&Match{
+		consider(Match{
 			Ref:       dbfleetv1alpha1.PolicyReference{Kind: "PropagationPolicy", Namespace: pp.Namespace, Name: pp.Name, Generation: pp.Generation},
 			Spec:      &pp.Spec,
 			Priority:  priority(&pp.Spec),
-			Precision: precision(&pp.Spec, dbc, false),
+			Precision: precision(m.selectors(&pp.ObjectMeta, &pp.Spec), &pp.Spec, dbc, false),
 		})
 	}
 	for i := range cpps {
@@ -60,14 +66,17 @@ func Select(dbc *dbfleetv1alpha1.DatabaseCluster, pps []dbfleetv1alpha1.Propagat
 		if !cpp.DeletionTimestamp.IsZero() {
 			continue
 		}
-		consider(&Match{
+		consider(Match{
 			Ref:       dbfleetv1alpha1.PolicyReference{Kind: "ClusterPropagationPolicy", Name: cpp.Name, Generation: cpp.Generation},
 			Spec:      &cpp.Spec,
 			Priority:  priority(&cpp.Spec),
-			Precision: precision(&cpp.Spec, dbc, true),
+			Precision: precision(m.selectors(&cpp.ObjectMeta, &cpp.Spec), &cpp.Spec, dbc, true),
 		})
 	}
-	return best
+	if best.Precision == NoMatch {
+		return nil
+	}
+	return &best
 }
 
 // beats reports whether a wins over b.
@@ -93,18 +102,19 @@ func priority(spec *dbfleetv1alpha1.PropagationSpec) int32 {
 }
 
 // precision is the best precision among the spec's selectors that select dbc. A
-// ClusterPropagationPolicy selector's namespace, when set, must be dbc's.
-func precision(spec *dbfleetv1alpha1.PropagationSpec, dbc *dbfleetv1alpha1.DatabaseCluster, clusterScoped bool) Precision {
+// ClusterPropagationPolicy selector's namespace, when set, must be dbc's. parsed holds the
+// selectors' parsed labelSelectors, index for index.
+func precision(parsed []labels.Selector, spec *dbfleetv1alpha1.PropagationSpec, dbc *dbfleetv1alpha1.DatabaseCluster, clusterScoped bool) Precision {
 	best := NoMatch
 	for i := range spec.ResourceSelectors {
-		if p := selectorPrecision(&spec.ResourceSelectors[i], dbc, clusterScoped); p > best {
+		if p := selectorPrecision(parsed[i], &spec.ResourceSelectors[i], dbc, clusterScoped); p > best {
 			best = p
 		}
 	}
 	return best
 }
 
-func selectorPrecision(sel *dbfleetv1alpha1.ResourceSelector, dbc *dbfleetv1alpha1.DatabaseCluster, clusterScoped bool) Precision {
+func selectorPrecision(parsed labels.Selector, sel *dbfleetv1alpha1.ResourceSelector, dbc *dbfleetv1alpha1.DatabaseCluster, clusterScoped bool) Precision {
 	if clusterScoped && sel.Namespace != "" && sel.Namespace != dbc.Namespace {
 		return NoMatch
 	}
@@ -115,9 +125,7 @@ func selectorPrecision(sel *dbfleetv1alpha1.ResourceSelector, dbc *dbfleetv1alph
 		}
 		return NoMatch
 	case sel.LabelSelector != nil:
-		s, err := metav1.LabelSelectorAsSelector(sel.LabelSelector)
-		if err != nil || !s.Matches(labels.Set(dbc.Labels)) {
-			// A selector the API server accepted but labels cannot parse selects nothing.
+		if !parsed.Matches(labels.Set(dbc.Labels)) {
 			return NoMatch
 		}
 		return MatchLabels

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/policy"
 )
 
 // Name is the controller's name in the hub's --controllers list.
@@ -40,6 +41,8 @@ type Reconciler struct {
 	// but failed to record its eviction (a status write conflict, say) does not pay again on
 	// its retry and wait a whole refill for an eviction already counted.
 	evictionGrants sync.Map
+	// policies keeps the policies' parsed label selectors between reconciles.
+	policies policy.Matcher
 }
 
 // scope is what one reconcile gathers and decides; the phase functions fill it in turn.

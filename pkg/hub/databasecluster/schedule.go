@@ -85,7 +85,14 @@ type Options struct {
 // to a cluster that returns, and changing cluster capacity never shuffles healthy replicas.
 func Schedule(dbc *dbfleetv1alpha1.DatabaseCluster, pps []dbfleetv1alpha1.PropagationPolicy,
 	cpps []dbfleetv1alpha1.ClusterPropagationPolicy, members map[string]*dbfleetv1alpha1.MemberCluster, now time.Time, opts Options) Outcome {
-	out := Outcome{Match: policy.Select(dbc, pps, cpps)}
+	return scheduleMatched(dbc, policy.Select(dbc, pps, cpps), members, now, opts)
+}
+
+// scheduleMatched is Schedule once the winning policy (nil for none) is known. It reads the
+// policy and the members and never changes them: the hub passes objects shared with its cache.
+func scheduleMatched(dbc *dbfleetv1alpha1.DatabaseCluster, match *policy.Match, members map[string]*dbfleetv1alpha1.MemberCluster,
+	now time.Time, opts Options) Outcome {
+	out := Outcome{Match: match}
 	if out.Match == nil {
 		dbc.Status.Policy = nil
 		out.Reason = ReasonNoPolicy
@@ -179,25 +186,28 @@ func replacementNeeded(dbc *dbfleetv1alpha1.DatabaseCluster, match *policy.Match
 // rate limit says so. It returns when the DatabaseCluster must be looked at again.
 func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, error) {
 	dbc := s.dbc
+	// The policies are the cache's own objects (no deep copy of 400 policies per reconcile):
+	// scheduling only reads them.
 	pps := &dbfleetv1alpha1.PropagationPolicyList{}
-	if err := r.Client.List(ctx, pps, client.InNamespace(dbc.Namespace)); err != nil {
+	if err := r.Client.List(ctx, pps, client.InNamespace(dbc.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return 0, fmt.Errorf("list PropagationPolicies: %w", err)
 	}
 	cpps := &dbfleetv1alpha1.ClusterPropagationPolicyList{}
-	if err := r.Client.List(ctx, cpps); err != nil {
+	if err := r.Client.List(ctx, cpps, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, fmt.Errorf("list ClusterPropagationPolicies: %w", err)
 	}
 	before := meta.FindStatusCondition(dbc.Status.Conditions, dbfleetv1alpha1.ConditionScheduled).DeepCopy()
 	now := r.Clock.Now()
+	match := r.policies.Select(dbc, pps.Items, cpps.Items)
 	var failover *dbfleetv1alpha1.FailoverBehavior
-	if m := policy.Select(dbc, pps.Items, cpps.Items); m != nil {
-		failover = m.Spec.Failover
+	if match != nil {
+		failover = match.Spec.Failover
 	}
 	avoid, appDeadline := avoidClusters(s, failover, now)
 	start := time.Now()
 	// Schedule on a copy: a failover may have to wait for the old primary to fence itself.
 	planned := dbc.DeepCopy()
-	out := Schedule(planned, pps.Items, cpps.Items, s.members, now, Options{
+	out := scheduleMatched(planned, match, s.members, now, Options{
 		DefaultTolerationSeconds: r.DefaultTolerationSeconds,
 		Avoid:                    avoid,
 	})

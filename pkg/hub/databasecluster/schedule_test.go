@@ -8,6 +8,7 @@ import (
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -266,5 +267,40 @@ func TestEvictionGrantSurvivesARetry(t *testing.T) {
 	}
 	if wait := r.evictionDelay(orders, 1, now.Add(evictionGrantTTL+time.Second)); wait <= 0 {
 		t.Errorf("a grant older than %s still lets orders through, want a wait", evictionGrantTTL)
+	}
+}
+
+// The hub hands Schedule the cache's own policies and MemberClusters (no deep copy), so
+// scheduling must only read them, through placements, a failover and evictions.
+func TestScheduleLeavesPoliciesAndMembersAsTheyWere(t *testing.T) {
+	seconds := int32(30)
+	members := fleet("east", "west", "central")
+	pps := staticPolicy(map[string]int64{"east": 2, "west": 1, "central": 1}, &dbfleetv1alpha1.FailoverBehavior{
+		Cluster: &dbfleetv1alpha1.ClusterFailoverBehavior{PurgeMode: dbfleetv1alpha1.PurgeGracefully, GracePeriodSeconds: &seconds}})
+	// Room to grow in place: an append that wrote into the cached slice would go unnoticed otherwise.
+	tolerations := make([]corev1.Toleration, 1, 8)
+	tolerations[0] = corev1.Toleration{Key: "maintenance", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+	pps[0].Spec.Placement.ClusterTolerations = tolerations
+	dbc := newDB(4)
+	dbc.Spec.Primary = &dbfleetv1alpha1.PrimarySpec{PreferredClusters: []string{"east"}}
+
+	wantPolicies := []dbfleetv1alpha1.PropagationPolicy{*pps[0].DeepCopy()}
+	Schedule(dbc, pps, nil, members, t0, Options{})
+	unreachableSince(members["east"], t0.Add(time.Second))
+	wantMembers := map[string]*dbfleetv1alpha1.MemberCluster{}
+	for n, mc := range members {
+		wantMembers[n] = mc.DeepCopy()
+	}
+	for _, at := range []time.Duration{2 * time.Second, time.Minute, 2 * time.Minute} {
+		Schedule(dbc, pps, nil, members, t0.Add(at), Options{})
+	}
+	if dbc.Status.Primary == nil || dbc.Status.Primary.Cluster == "east" {
+		t.Fatalf("the primary did not leave the unreachable cluster: %+v", dbc.Status.Primary)
+	}
+	if !equality.Semantic.DeepEqual(pps, wantPolicies) || tolerations[:2][1] != (corev1.Toleration{}) {
+		t.Errorf("Schedule changed the policy:\n got %+v\nwant %+v", pps[0].Spec, wantPolicies[0].Spec)
+	}
+	if !equality.Semantic.DeepEqual(members, wantMembers) {
+		t.Error("Schedule changed a MemberCluster")
 	}
 }
