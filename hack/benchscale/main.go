@@ -50,6 +50,10 @@ func run() error {
 	flag.BoolVar(&noFailover, "no-failover", false, "Skip the failover runs.")
 	flag.BoolVar(&noRestart, "no-restart", false, "Skip the hub restart.")
 	flag.BoolVar(&cfg.Profile, "profile", cfg.Profile, "Take CPU profiles of the hub and the harness while creating.")
+	flag.IntVar(&cfg.MaxRequestsInflight, "apiserver-max-requests-inflight", cfg.MaxRequestsInflight,
+		"The hub API server's --max-requests-inflight (0: kube-apiserver's default, 400).")
+	flag.IntVar(&cfg.MaxMutatingRequestsInflight, "apiserver-max-mutating-requests-inflight", cfg.MaxMutatingRequestsInflight,
+		"The hub API server's --max-mutating-requests-inflight (0: kube-apiserver's default, 200).")
 	flag.Var(&hubArgs, "hub-arg", "An extra flag for `hub run` (repeatable).")
 	flag.StringVar(&out, "out", "_output/bench-scale", "Directory for the report, profiles and logs.")
 	flag.StringVar(&docs, "docs", "", "Markdown file whose bench-scale section to replace (e.g. docs/performance.md); the SVG goes next to it.")

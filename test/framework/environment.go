@@ -39,20 +39,21 @@ type Environment struct {
 
 // StartHub starts an API server with the dbfleet CRDs installed and established.
 func StartHub() (*Environment, error) {
-	return start("hub", []string{CRDDir()}, "")
+	return start("hub", []string{CRDDir()}, "", nil)
 }
 
 // StartHubWithEtcdDir is StartHub with etcd keeping its data in etcdDataDir, which the caller
 // creates and removes: the scale benchmark puts it on tmpfs, so that the figures measure dbfleet
-// rather than a shared disk's fsync latency.
-func StartHubWithEtcdDir(etcdDataDir string) (*Environment, error) {
-	return start("hub", []string{CRDDir()}, etcdDataDir)
+// rather than a shared disk's fsync latency. apiServerFlags are extra kube-apiserver flags
+// (name without dashes → value).
+func StartHubWithEtcdDir(etcdDataDir string, apiServerFlags map[string]string) (*Environment, error) {
+	return start("hub", []string{CRDDir()}, etcdDataDir, apiServerFlags)
 }
 
 // StartMember starts a plain API server standing in for a member cluster's control plane. It has
 // no controllers, scheduler or nodes: end-to-end tests use the local federation for those.
 func StartMember(name string) (*Environment, error) {
-	return start(name, nil, "")
+	return start(name, nil, "", nil)
 }
 
 // quietLogs keeps controller-runtime from printing a stack trace about its unset logger in every
@@ -69,7 +70,7 @@ func QuietLogs() {
 	})
 }
 
-func start(name string, crdDirs []string, etcdDataDir string) (*Environment, error) {
+func start(name string, crdDirs []string, etcdDataDir string, apiServerFlags map[string]string) (*Environment, error) {
 	QuietLogs()
 	bin, err := BinDir()
 	if err != nil {
@@ -83,6 +84,9 @@ func start(name string, crdDirs []string, etcdDataDir string) (*Environment, err
 	}
 	if etcdDataDir != "" {
 		env.ControlPlane.Etcd = &envtest.Etcd{DataDir: etcdDataDir}
+	}
+	for flag, value := range apiServerFlags {
+		env.ControlPlane.GetAPIServer().Configure().Set(flag, value)
 	}
 	// envtest's own output stays quiet unless a test run asks for it.
 	if os.Getenv("DBFLEET_TEST_APISERVER_LOGS") != "" {
@@ -100,6 +104,16 @@ func start(name string, crdDirs []string, etcdDataDir string) (*Environment, err
 		return nil, fmt.Errorf("client for %s API server: %w", name, err)
 	}
 	return &Environment{Name: name, Config: cfg, Client: c, env: env}, nil
+}
+
+// UserConfig adds a user authenticated by a client certificate and returns a rest.Config for it.
+// The user gets only what RBAC grants it (and whatever its groups are granted).
+func (e *Environment) UserConfig(user string, groups ...string) (*rest.Config, error) {
+	u, err := e.env.AddUser(envtest.User{Name: user, Groups: groups}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("add user %s to %s: %w", user, e.Name, err)
+	}
+	return u.Config(), nil
 }
 
 // Stop stops the API server and its etcd.

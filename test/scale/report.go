@@ -48,6 +48,7 @@ type Settings struct {
 	Toleration        float64 `json:"unreachableTolerationSeconds"`
 	SteadySeconds     float64 `json:"steadySeconds"`
 	HubFlags          string  `json:"hubFlags"`
+	APIServerFlags    string  `json:"apiServerFlags"`
 }
 
 // JoinFigures: joining every cluster and seeing it Ready.
@@ -192,6 +193,9 @@ func (r *Report) Markdown(svgName string) string {
 	w("Measured %s on %d cores, %.0f GiB (load %.2f before, %.2f after), %s.\n\n",
 		r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Machine.CPUs, r.Machine.MemoryGiB, r.Machine.LoadBefore, r.Machine.LoadAfter, r.Machine.GoVersion)
 	w("Command: `%s`\n\n", r.Command)
+	if f := r.Settings.APIServerFlags; f != "" {
+		w("Hub API server flags: `%s`\n\n", f)
+	}
 	w("Simulation: %s\n\n", r.Simulation)
 	w("| figure | value |\n|---|---|\n")
 	w("| clusters joined (hub join, one agent each) | %d in %.1f s; all Ready after %.1f s |\n", r.Join.Clusters, r.Join.JoinSeconds, r.Join.ReadySeconds)

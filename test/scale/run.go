@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -12,13 +13,16 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -46,6 +50,8 @@ type bench struct {
 
 	env   *framework.Environment
 	admin client.Client
+	// creator creates the DatabaseClusters as creatorUser.
+	creator client.Client
 	// metricsGet reads the hub API server's /metrics.
 	metricsGet func(context.Context) (families, error)
 	adminKC    string
@@ -94,6 +100,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, retErr error) {
 		HeartbeatInterval: cfg.HeartbeatInterval.Seconds(), FenceAfter: cfg.FenceAfter.Seconds(),
 		GracePeriod: cfg.GracePeriod.Seconds(), Toleration: unreachableToleration.Seconds(),
 		SteadySeconds: cfg.Steady.Seconds(), HubFlags: strings.Join(cfg.HubArgs, " "),
+		APIServerFlags: flagString(apiServerFlags(cfg)),
 	}
 	b.progress("simulation: %s", Simulation)
 
@@ -195,7 +202,7 @@ func (b *bench) startHub(ctx context.Context) error {
 	}
 	b.etcdDir = etcdDir
 	b.progress("starting etcd (data in %s) and the hub kube-apiserver", etcdDir)
-	env, err := framework.StartHubWithEtcdDir(etcdDir)
+	env, err := framework.StartHubWithEtcdDir(etcdDir, apiServerFlags(b.cfg))
 	if err != nil {
 		return err
 	}
@@ -206,6 +213,9 @@ func (b *bench) startHub(ctx context.Context) error {
 		return err
 	}
 	if err := applyFlowControl(ctx, b.admin); err != nil {
+		return err
+	}
+	if b.creator, err = b.newCreator(ctx); err != nil {
 		return err
 	}
 	httpClient, err := rest.HTTPClientFor(cfg)
@@ -250,6 +260,58 @@ func (b *bench) startHub(ctx context.Context) error {
 		fenceAfter: b.cfg.FenceAfter, readyAfter: b.cfg.ReadyAfter,
 	}
 	return b.runHub(ctx, "hub.log")
+}
+
+// apiServerFlags are the hub API server's flags the configuration sets.
+func apiServerFlags(cfg Config) map[string]string {
+	flags := map[string]string{}
+	if cfg.MaxRequestsInflight > 0 {
+		flags["max-requests-inflight"] = strconv.Itoa(cfg.MaxRequestsInflight)
+	}
+	if cfg.MaxMutatingRequestsInflight > 0 {
+		flags["max-mutating-requests-inflight"] = strconv.Itoa(cfg.MaxMutatingRequestsInflight)
+	}
+	return flags
+}
+
+// flagString renders flags as a command line would, sorted.
+func flagString(flags map[string]string) string {
+	out := make([]string, 0, len(flags))
+	for _, k := range slices.Sorted(maps.Keys(flags)) {
+		out = append(out, "--"+k+"="+flags[k])
+	}
+	return strings.Join(out, " ")
+}
+
+// creatorUser creates the DatabaseClusters. It is an ordinary user, as a platform team's
+// pipeline would be: not system:masters, so API Priority and Fairness classifies its requests
+// (global-default) instead of exempting them, and the creation burst cannot crowd out the
+// agents' Lease renewals.
+const creatorUser = "dbfleet-bench-creator"
+
+// newCreator grants creatorUser what creating DatabaseClusters takes and returns its client.
+func (b *bench) newCreator(ctx context.Context) (client.Client, error) {
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: creatorUser},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{dbfleetv1alpha1.GroupVersion.Group},
+			Resources: []string{"databaseclusters"}, Verbs: []string{"create", "get", "list", "watch"}}},
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: creatorUser},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: creatorUser},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: creatorUser}},
+	}
+	for _, obj := range []client.Object{role, binding} {
+		if err := b.admin.Create(ctx, obj); err != nil {
+			return nil, fmt.Errorf("grant %s: %w", creatorUser, err)
+		}
+	}
+	cfg, err := b.env.UserConfig(creatorUser)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = -1, 0
+	return client.New(cfg, client.Options{Scheme: framework.Scheme})
 }
 
 // applyFlowControl installs deploy/hub's API Priority and Fairness objects, as a user installing
@@ -550,7 +612,7 @@ func (b *bench) createDatabases(ctx context.Context) error {
 		wg.Go(func() {
 			for i := range work {
 				dbc := database(i, ng)
-				if err := b.admin.Create(ctx, dbc); err != nil {
+				if err := b.creator.Create(ctx, dbc); err != nil {
 					select {
 					case errs <- fmt.Errorf("create DatabaseCluster %s/%s: %w", dbc.Namespace, dbc.Name, err):
 					default:
