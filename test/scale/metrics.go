@@ -71,6 +71,15 @@ series:
 	return total
 }
 
+// observations counts the observations of histogram name, over all its series.
+func (f families) observations(name string) float64 {
+	var total float64
+	for _, m := range f[name].GetMetric() {
+		total += float64(m.GetHistogram().GetSampleCount())
+	}
+	return total
+}
+
 func label(m *dto.Metric, name string) string {
 	for _, l := range m.GetLabel() {
 		if l.GetName() == name {

@@ -85,6 +85,9 @@ type CreateFigures struct {
 	Available           Percentiles   `json:"availableLatency"`
 	Requests            []RequestRate `json:"requests"`
 	RequestsPerSecond   float64       `json:"requestsPerSecond"`
+	// ClustersLapsed counts the clusters the hub marked Ready=Unknown while the databases were
+	// created: every agent kept renewing, so each one is a renewal the hub API server served late.
+	ClustersLapsed int `json:"clustersLapsed"`
 	// Histogram counts created → Available latencies in HistogramBucketSeconds-wide buckets.
 	Histogram              []int   `json:"availableHistogram"`
 	HistogramBucketSeconds float64 `json:"histogramBucketSeconds"`
@@ -216,6 +219,7 @@ func (r *Report) Markdown(svgName string) string {
 		w("| %s: peak RSS, CPU while creating, CPU in steady state | %d MiB · %.0f s (%.2f cores) · %.2f cores |\n", p.Process, p.PeakRSS, p.CreateCPU, p.CreateCores, p.SteadyCores)
 	}
 	w("| hub API server requests while creating | %.0f/s: %s |\n", c.RequestsPerSecond, topRates(c.Requests, 8))
+	w("| clusters marked Ready=Unknown while creating (their agents kept renewing) | %d |\n", c.ClustersLapsed)
 	if s := r.Steady; s != nil {
 		w("| steady state (%.0f s): hub API server requests | %.0f/s = %.3f/s per cluster, %.4f/s per database: %s |\n",
 			s.Seconds, s.RequestsPerSecond, s.PerCluster, s.PerDatabase, topRates(s.Requests, 6))

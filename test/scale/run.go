@@ -601,6 +601,7 @@ func (b *bench) createDatabases(ctx context.Context) error {
 		return err
 	}
 	cpuBefore := b.cpuSnapshot()
+	lapsedBefore := b.clustersLapsed(ctx)
 	stopProfiles := b.startProfiles(ctx)
 	first := time.Now()
 	var last atomic.Int64
@@ -669,6 +670,7 @@ func (b *bench) createDatabases(ctx context.Context) error {
 	metricsAfter, merr := b.metricsGet(context.WithoutCancel(ctx))
 	cpuAfter := b.cpuSnapshot()
 	b.fillCreate(first, lastCreate, allAvailable, metricsBefore, metricsAfter, merr)
+	b.report.Create.ClustersLapsed = b.clustersLapsed(context.WithoutCancel(ctx)) - lapsedBefore
 	for _, name := range []string{procHub, procAPIServer, procEtcd, procHarness} {
 		cpu, avg := cores(cpuBefore, cpuAfter, name)
 		b.report.Resources = append(b.report.Resources, ProcessUsage{Process: name, CreateCPU: round(cpu.Seconds()), CreateCores: avg})
@@ -685,8 +687,18 @@ func (b *bench) createDatabases(ctx context.Context) error {
 func (b *bench) createProgress(created int) {
 	s, p, a := b.obs.counts()
 	hub := b.cpuSnapshot()[procHub]
-	b.progress("databases: %d created, %d Scheduled, %d MemberDatabases written, %d Available | hub RSS %d MiB",
-		created, s, p, a, hub.RSS>>20)
+	b.progress("databases: %d created, %d Scheduled, %d MemberDatabases written, %d Available | hub RSS %d MiB, %d cluster lapses so far",
+		created, s, p, a, hub.RSS>>20, b.clustersLapsed(context.Background()))
+}
+
+// clustersLapsed is how many times the hub has marked a cluster Ready=Unknown (its failure
+// detection histogram's count); 0 when the hub cannot be read.
+func (b *bench) clustersLapsed(ctx context.Context) int {
+	m, err := httpMetrics(ctx, b.hubMetricsURL)
+	if err != nil {
+		return 0
+	}
+	return int(m.observations("dbfleet_hub_cluster_failure_detection_seconds"))
 }
 
 // startProfiles takes CPU profiles of the hub (its pprof endpoint) and of the harness for up to
