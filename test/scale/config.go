@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"time"
 
 	"github.com/dbfleet/dbfleet/pkg/placement"
@@ -30,7 +29,9 @@ type Config struct {
 	HeartbeatInterval, FenceAfter, GracePeriod time.Duration
 	// MaxRequestsInflight and MaxMutatingRequestsInflight are the hub API server's limits, and so
 	// its API Priority and Fairness seats (their sum); zero keeps kube-apiserver's defaults (400 and
-	// 200), which are sized for many-core control planes.
+	// 200), which the runs use. Sized down to this machine (40 and 20), the renewals' level got 4
+	// to 18 seats: at the ~80 ms a Lease write then took, too few for 200 renewals a second, and
+	// clusters lapsed; workload-low's 2 seats starved the agents' status reports.
 	MaxRequestsInflight, MaxMutatingRequestsInflight int
 	// HubArgs are extra flags for `hub run`.
 	HubArgs []string
@@ -62,12 +63,6 @@ func DefaultConfig() Config {
 		FenceAfter:        15 * time.Second,
 		GracePeriod:       20 * time.Second,
 		Profile:           true,
-		// Sized to the machine, as kube-apiserver's own guidance asks: with the defaults' 600
-		// seats on 2 cores, everything ran at once, the API server's CPU was the only queue, and
-		// the agents' Lease renewals waited behind the bulk writes until clusters lapsed. With
-		// fewer seats, API Priority and Fairness queues the bulk and lets the renewals through.
-		MaxRequestsInflight:         20 * runtime.NumCPU(),
-		MaxMutatingRequestsInflight: 10 * runtime.NumCPU(),
 	}
 }
 
