@@ -74,8 +74,9 @@ const rereadEvery = 12
 // The two run in separate loops: a status report that waits (the API server queues the agents'
 // bulk writes behind everything else when it runs out of CPU, and rejects and retries them) must
 // never hold back the next renewal, on which the hub's view of the cluster and the agent's own
-// fencing rest. When they shared one loop, 629 of 1,000 healthy clusters lapsed in a
-// bench-scale run whose renewals themselves never queued.
+// fencing rest. When they shared one loop, a bench-scale run (1,000 clusters, 3,000 databases
+// being created) had counted 629 lapses of healthy clusters after three minutes while nothing
+// waited in the renewals' own priority level: the agents' status reports waited in workload-low.
 func (h *Heartbeat) Start(ctx context.Context) error {
 	log := ctrl.LoggerFrom(ctx).WithName("heartbeat").WithValues("cluster", h.Cluster)
 	ctx = ctrl.LoggerInto(ctx, log)
