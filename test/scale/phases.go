@@ -166,7 +166,8 @@ func (b *bench) restartHub(ctx context.Context) error {
 		return err
 	}
 	var reconciles float64
-	err = waitFor(ctx, 5*time.Minute, "the restarted hub to reconcile every DatabaseCluster", func() (bool, error) {
+	resyncTimeout := 5*time.Minute + time.Duration(b.cfg.Databases)*50*time.Millisecond
+	err = waitFor(ctx, resyncTimeout, "the restarted hub to reconcile every DatabaseCluster", func() (bool, error) {
 		m, err := httpMetrics(ctx, b.hubMetricsURL)
 		if err != nil {
 			return false, nil
@@ -270,7 +271,9 @@ func (b *bench) failover(ctx context.Context, names []string) error {
 		}
 	}
 	var latencies []float64
-	timeout := 3*run.TargetSeconds + 120
+	// Shares leave failed clusters at the hub's --eviction-rate (10/s by default), so a wide
+	// failover takes longer by design: allow 200 ms per affected database on top.
+	timeout := 3*run.TargetSeconds + 120 + 0.2*float64(run.AffectedDatabases)
 	lastSample := time.Time{}
 	err = waitFor(ctx, time.Duration(timeout)*time.Second, "every affected database re-placed and Available", func() (bool, error) {
 		if time.Since(lastSample) >= time.Second {
