@@ -150,11 +150,13 @@ type FailoverRun struct {
 
 // Correctness: what the harness checked at the end of creation.
 type Correctness struct {
-	Available        int `json:"available"`
-	MemberDatabases  int `json:"memberDatabases"`
-	Lost             int `json:"lost"`
-	Duplicate        int `json:"duplicate"`
-	MissingInMembers int `json:"statefulSetsMissingInMembers"`
+	// Checked is false when the run stopped before the check.
+	Checked          bool `json:"checked"`
+	Available        int  `json:"available"`
+	MemberDatabases  int  `json:"memberDatabases"`
+	Lost             int  `json:"lost"`
+	Duplicate        int  `json:"duplicate"`
+	MissingInMembers int  `json:"statefulSetsMissingInMembers"`
 }
 
 // OK says whether nothing was lost or duplicated and everything became Available.
@@ -203,7 +205,11 @@ func (r *Report) Markdown(svgName string) string {
 	w("| figure | value |\n|---|---|\n")
 	w("| clusters joined (hub join, one agent each) | %d in %.1f s; all Ready after %.1f s |\n", r.Join.Clusters, r.Join.JoinSeconds, r.Join.ReadySeconds)
 	c := r.Create
-	w("| DatabaseClusters created | %d in %.1f s (%d MemberDatabases) |\n", c.Databases, c.CreateSeconds, c.MemberDBs)
+	if c.MemberDBs > 0 {
+		w("| DatabaseClusters created | %d in %.1f s (%d MemberDatabases) |\n", c.Databases, c.CreateSeconds, c.MemberDBs)
+	} else { // not counted: the run stopped first
+		w("| DatabaseClusters created | %d in %.1f s |\n", c.Databases, c.CreateSeconds)
+	}
 	if c.AvailableCount < c.Databases {
 		w("| all Available | **not reached**: %d of %d Available when the run stopped, %.1f s after the first create and %.1f s after the last |\n",
 			c.AvailableCount, c.Databases, c.AllAvailableAt, c.AfterLast)
@@ -239,9 +245,12 @@ func (r *Report) Markdown(svgName string) string {
 		w("| failover of %d cluster(s): %d databases affected, cut → re-placed and Available p50 / p90 / p99 / max (s) | %s (%d/%d done; target %.0f s); split-brain samples %d of %d |\n",
 			f.Clusters, f.AffectedDatabases, f.Latency, f.Completed, f.AffectedDatabases, f.TargetSeconds, f.SplitBrainSamples, f.Samples)
 	}
-	k := r.Correctness
-	w("| correctness | %d/%d Available; %d MemberDatabases; lost %d, duplicate %d, StatefulSets missing in members %d |\n\n",
-		k.Available, c.Databases, k.MemberDatabases, k.Lost, k.Duplicate, k.MissingInMembers)
+	if k := r.Correctness; k.Checked {
+		w("| correctness | %d/%d Available; %d MemberDatabases; lost %d, duplicate %d, StatefulSets missing in members %d |\n\n",
+			k.Available, c.Databases, k.MemberDatabases, k.Lost, k.Duplicate, k.MissingInMembers)
+	} else {
+		w("| correctness | not checked: the run stopped before every database was Available |\n\n")
+	}
 	if svgName != "" {
 		w("![created → Available latency](%s)\n\n", svgName)
 	}

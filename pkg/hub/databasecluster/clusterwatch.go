@@ -9,7 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -54,13 +56,16 @@ func indexUnscheduled(obj client.Object) []string {
 // can only take room away (the cluster turns not Ready, gains a taint, loses capacity, goes away)
 // affects the databases placed on it, plus those still waiting for a placement. A change that can
 // offer room or change a policy's match (a new cluster, one turning Ready, losing a taint, new
-// labels or topology) may change any database, so all are looked at. The initial list at start-up
-// wakes nothing: every database is reconciled then anyway.
+// labels or topology) may change any database, so all are looked at, at low priority: most of
+// them keep their placement (it is stable), and at 1,000 clusters, where some cluster comes back
+// every few seconds, those looks at the default priority kept all 10,000 databases queued ahead
+// of new ones and of the agents' reports. The initial list at start-up wakes nothing: every
+// database is reconciled then anyway.
 func (r *Reconciler) memberClusterHandler() handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if !e.IsInInitialList {
-				addAll(q, r.databases(ctx))
+				addAllLow(q, r.databases(ctx))
 			}
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -70,7 +75,7 @@ func (r *Reconciler) memberClusterHandler() handler.EventHandler {
 				addAll(q, r.affectedBy(ctx, cur.Name))
 				return
 			}
-			addAll(q, r.databases(ctx))
+			addAllLow(q, r.databases(ctx))
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			addAll(q, r.affectedBy(ctx, e.Object.GetName()))
@@ -108,6 +113,16 @@ func addAll(q workqueue.TypedRateLimitingInterface[reconcile.Request], reqs []re
 	for _, req := range reqs {
 		q.Add(req)
 	}
+}
+
+// addAllLow adds reqs at handler.LowPriority; a request already queued keeps its higher priority.
+func addAllLow(q workqueue.TypedRateLimitingInterface[reconcile.Request], reqs []reconcile.Request) {
+	pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request])
+	if !ok {
+		addAll(q, reqs)
+		return
+	}
+	pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, reqs...)
 }
 
 // skipInitialList wraps a map function so that the informer's initial list wakes nothing.

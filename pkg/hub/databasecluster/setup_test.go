@@ -37,16 +37,21 @@ func TestAvailabilityReportsAreReconciledBeforeNewDatabases(t *testing.T) {
 	h.Update(ctx, event.UpdateEvent{ObjectOld: mdb("resynced", "7", metav1.ConditionTrue), ObjectNew: mdb("resynced", "7", metav1.ConditionTrue)}, q)
 	h.Update(ctx, event.UpdateEvent{ObjectOld: mdb("applied", "1", ""), ObjectNew: mdb("applied", "2", metav1.ConditionFalse)}, q)
 	h.Update(ctx, event.UpdateEvent{ObjectOld: mdb("ready", "1", metav1.ConditionFalse), ObjectNew: mdb("ready", "2", metav1.ConditionTrue)}, q)
+	// A primary fenced (still Available as far as its replicas go): the hub must hand out a new
+	// epoch, as urgently as an availability change.
+	notFenced, fenced := mdb("fenced", "1", metav1.ConditionTrue), mdb("fenced", "2", metav1.ConditionTrue)
+	fenced.Status.Conditions = append(fenced.Status.Conditions, metav1.Condition{Type: dbfleetv1alpha1.ConditionFenced, Status: metav1.ConditionTrue})
+	h.Update(ctx, event.UpdateEvent{ObjectOld: notFenced, ObjectNew: fenced}, q)
 
 	// Reports wait reportBatch for their siblings, then go by priority.
 	deadline := time.Now().Add(10 * time.Second)
-	for q.Len() < 4 {
+	for q.Len() < 5 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of 4 items ready after 10s", q.Len())
+			t.Fatalf("%d of 5 items ready after 10s", q.Len())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	for i, want := range []string{"ready", "new", "applied", "resynced"} {
+	for i, want := range []string{"ready", "fenced", "new", "applied", "resynced"} {
 		item, _, _ := q.GetWithPriority()
 		if item.Name != want {
 			t.Fatalf("item %d off the queue is %s, want %s", i, item.Name, want)
