@@ -222,7 +222,11 @@ func (r *Report) Markdown(svgName string) string {
 	w("| created → all MemberDatabases written | %s |\n", c.Propagated)
 	w("| created → Available | %s |\n", c.Available)
 	for _, p := range r.Resources {
-		w("| %s: peak RSS, CPU while creating, CPU in steady state | %d MiB · %.0f s (%.2f cores) · %.2f cores |\n", p.Process, p.PeakRSS, p.CreateCPU, p.CreateCores, p.SteadyCores)
+		steady := "not measured"
+		if r.Steady != nil {
+			steady = fmt.Sprintf("%.2f cores", p.SteadyCores)
+		}
+		w("| %s: peak RSS, CPU while creating, CPU in steady state | %d MiB · %.0f s (%.2f cores) · %s |\n", p.Process, p.PeakRSS, p.CreateCPU, p.CreateCores, steady)
 	}
 	w("| hub API server requests while creating | %.0f/s: %s |\n", c.RequestsPerSecond, topRates(c.Requests, 8))
 	w("| clusters marked Ready=Unknown while creating (their agents kept renewing) | %d |\n", c.ClustersLapsed)
