@@ -41,7 +41,11 @@ func Select(dbc *dbfleetv1alpha1.DatabaseCluster, pps []dbfleetv1alpha1.Propagat
 // Select is the package's Select, with the label selectors taken from m's cache; a nil m parses
 // them on every call.
 func (m *Matcher) Select(dbc *dbfleetv1alpha1.DatabaseCluster, pps []dbfleetv1alpha1.PropagationPolicy, cpps []dbfleetv1alpha1.ClusterPropagationPolicy) *Match {
-	m.tick()
+	if m != nil { // one lock per call, not per policy
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.age()
+	}
 	var best Match // best.Precision is NoMatch until a policy selects dbc
 	consider := func(c Match) {
 		if c.Precision != NoMatch && (best.Precision == NoMatch || beats(&c, &best)) {

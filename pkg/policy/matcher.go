@@ -33,13 +33,8 @@ type parsed struct {
 	selectors  []labels.Selector
 }
 
-// tick counts a Select call and ages the cache every sweepEvery calls.
-func (m *Matcher) tick() {
-	if m == nil {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// age counts a Select call and ages the cache every sweepEvery calls. The caller holds m's lock.
+func (m *Matcher) age() {
 	m.calls++
 	if m.calls%sweepEvery == 0 {
 		m.previous, m.current = m.current, nil
@@ -48,13 +43,11 @@ func (m *Matcher) tick() {
 
 // selectors returns spec's resource selectors parsed, index for index: nil for a selector
 // without a labelSelector, labels.Nothing() for one labels cannot parse (the API server accepted
-// it, but it selects nothing).
+// it, but it selects nothing). The caller holds m's lock.
 func (m *Matcher) selectors(obj *metav1.ObjectMeta, spec *dbfleetv1alpha1.PropagationSpec) []labels.Selector {
 	if m == nil || obj.UID == "" {
 		return parse(spec)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	if p, ok := m.current[obj.UID]; ok && p.generation == obj.Generation {
 		return p.selectors
 	}

@@ -109,11 +109,19 @@ func start(name string, crdDirs []string, etcdDataDir string, apiServerFlags map
 // UserConfig adds a user authenticated by a client certificate and returns a rest.Config for it.
 // The user gets only what RBAC grants it (and whatever its groups are granted).
 func (e *Environment) UserConfig(user string, groups ...string) (*rest.Config, error) {
+	u, err := e.addUser(user, groups)
+	if err != nil {
+		return nil, err
+	}
+	return u.Config(), nil
+}
+
+func (e *Environment) addUser(user string, groups []string) (*envtest.AuthenticatedUser, error) {
 	u, err := e.env.AddUser(envtest.User{Name: user, Groups: groups}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("add user %s to %s: %w", user, e.Name, err)
 	}
-	return u.Config(), nil
+	return u, nil
 }
 
 // Stop stops the API server and its etcd.
@@ -127,9 +135,9 @@ func (e *Environment) Stop() error {
 // Kubeconfig returns a kubeconfig for a new user in the given groups, for handing to processes
 // or to clients that must not share the admin identity.
 func (e *Environment) Kubeconfig(user string, groups ...string) ([]byte, error) {
-	u, err := e.env.AddUser(envtest.User{Name: user, Groups: groups}, nil)
+	u, err := e.addUser(user, groups)
 	if err != nil {
-		return nil, fmt.Errorf("add user %s to %s: %w", user, e.Name, err)
+		return nil, err
 	}
 	kc, err := u.KubeConfig()
 	if err != nil {

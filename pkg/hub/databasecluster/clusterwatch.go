@@ -9,9 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -65,7 +63,7 @@ func (r *Reconciler) memberClusterHandler() handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if !e.IsInInitialList {
-				addAllLow(q, r.databases(ctx))
+				addWithPriority(q, handler.LowPriority, 0, r.databases(ctx)...)
 			}
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -75,7 +73,7 @@ func (r *Reconciler) memberClusterHandler() handler.EventHandler {
 				addAll(q, r.affectedBy(ctx, cur.Name))
 				return
 			}
-			addAllLow(q, r.databases(ctx))
+			addWithPriority(q, handler.LowPriority, 0, r.databases(ctx)...)
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			addAll(q, r.affectedBy(ctx, e.Object.GetName()))
@@ -113,16 +111,6 @@ func addAll(q workqueue.TypedRateLimitingInterface[reconcile.Request], reqs []re
 	for _, req := range reqs {
 		q.Add(req)
 	}
-}
-
-// addAllLow adds reqs at handler.LowPriority; a request already queued keeps its higher priority.
-func addAllLow(q workqueue.TypedRateLimitingInterface[reconcile.Request], reqs []reconcile.Request) {
-	pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request])
-	if !ok {
-		addAll(q, reqs)
-		return
-	}
-	pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, reqs...)
 }
 
 // skipInitialList wraps a map function so that the informer's initial list wakes nothing.

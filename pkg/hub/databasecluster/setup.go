@@ -136,13 +136,7 @@ const reportBatch = time.Second
 // controller-runtime's own handlers do.
 func memberDatabaseEvents() handler.EventHandler {
 	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], obj client.Object, priority int, after time.Duration) {
-		for _, req := range databaseOfMember(obj) {
-			if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
-				pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(priority), After: after}, req)
-				continue
-			}
-			q.AddAfter(req, after)
-		}
+		addWithPriority(q, priority, after, databaseOfMember(obj)...)
 	}
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -168,6 +162,19 @@ func memberDatabaseEvents() handler.EventHandler {
 		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			enqueue(q, e.Object, 0, 0)
 		},
+	}
+}
+
+// addWithPriority adds reqs at priority once after has passed, through the priority queue the
+// controller uses (a plain queue, as in some tests, ignores the priority). A request already
+// queued keeps the higher of its priorities.
+func addWithPriority(q workqueue.TypedRateLimitingInterface[reconcile.Request], priority int, after time.Duration, reqs ...reconcile.Request) {
+	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(priority), After: after}, reqs...)
+		return
+	}
+	for _, req := range reqs {
+		q.AddAfter(req, after)
 	}
 }
 
