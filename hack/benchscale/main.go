@@ -54,6 +54,10 @@ func run() error {
 		"The hub API server's --max-requests-inflight (0: kube-apiserver's default, 400).")
 	flag.IntVar(&cfg.MaxMutatingRequestsInflight, "apiserver-max-mutating-requests-inflight", cfg.MaxMutatingRequestsInflight,
 		"The hub API server's --max-mutating-requests-inflight (0: kube-apiserver's default, 200).")
+	flag.IntVar(&cfg.APIServerGOGC, "apiserver-gogc", cfg.APIServerGOGC,
+		"GOGC for the hub API server and its etcd (0: Go's default, 100).")
+	flag.StringVar(&cfg.APIServerMemoryLimit, "apiserver-memory-limit", cfg.APIServerMemoryLimit,
+		"GOMEMLIMIT for the hub API server and its etcd (empty: none).")
 	flag.Var(&hubArgs, "hub-arg", "An extra flag for `hub run` (repeatable).")
 	flag.StringVar(&out, "out", "_output/bench-scale", "Directory for the report, profiles and logs.")
 	flag.StringVar(&docs, "docs", "", "Markdown file whose bench-scale section to replace (e.g. docs/performance.md); the SVG goes next to it.")

@@ -49,6 +49,7 @@ type Settings struct {
 	SteadySeconds     float64 `json:"steadySeconds"`
 	HubFlags          string  `json:"hubFlags"`
 	APIServerFlags    string  `json:"apiServerFlags"`
+	APIServerEnv      string  `json:"apiServerEnv"`
 }
 
 // JoinFigures: joining every cluster and seeing it Ready.
@@ -200,6 +201,9 @@ func (r *Report) Markdown(svgName string) string {
 	w("Command: `%s`\n\n", r.Command)
 	if f := r.Settings.APIServerFlags; f != "" {
 		w("Hub API server flags: `%s`\n\n", f)
+	}
+	if e := r.Settings.APIServerEnv; e != "" {
+		w("Hub API server and etcd environment: `%s`\n\n", e)
 	}
 	w("Simulation: %s\n\n", r.Simulation)
 	w("| figure | value |\n|---|---|\n")

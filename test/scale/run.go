@@ -100,7 +100,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, retErr error) {
 		HeartbeatInterval: cfg.HeartbeatInterval.Seconds(), FenceAfter: cfg.FenceAfter.Seconds(),
 		GracePeriod: cfg.GracePeriod.Seconds(), Toleration: unreachableToleration.Seconds(),
 		SteadySeconds: cfg.Steady.Seconds(), HubFlags: strings.Join(cfg.HubArgs, " "),
-		APIServerFlags: flagString(apiServerFlags(cfg)),
+		APIServerFlags: flagString(apiServerFlags(cfg)), APIServerEnv: envString(apiServerEnv(cfg)),
 	}
 	b.progress("simulation: %s", Simulation)
 
@@ -202,7 +202,11 @@ func (b *bench) startHub(ctx context.Context) error {
 	}
 	b.etcdDir = etcdDir
 	b.progress("starting etcd (data in %s) and the hub kube-apiserver", etcdDir)
-	env, err := framework.StartHubWithEtcdDir(etcdDir, apiServerFlags(b.cfg))
+	var env *framework.Environment
+	err = withEnv(apiServerEnv(b.cfg), func() (err error) {
+		env, err = framework.StartHubWithEtcdDir(etcdDir, apiServerFlags(b.cfg))
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -272,6 +276,47 @@ func apiServerFlags(cfg Config) map[string]string {
 		flags["max-mutating-requests-inflight"] = strconv.Itoa(cfg.MaxMutatingRequestsInflight)
 	}
 	return flags
+}
+
+// apiServerEnv is the environment the hub API server and its etcd start with.
+func apiServerEnv(cfg Config) map[string]string {
+	env := map[string]string{}
+	if cfg.APIServerGOGC > 0 {
+		env["GOGC"] = strconv.Itoa(cfg.APIServerGOGC)
+	}
+	if cfg.APIServerMemoryLimit != "" {
+		env["GOMEMLIMIT"] = cfg.APIServerMemoryLimit
+	}
+	return env
+}
+
+// withEnv runs fn with vars set in the process environment, which the processes fn starts
+// inherit (envtest has no per-process environment), and restores the environment afterwards so
+// that `hub run`, started later, keeps Go's defaults.
+func withEnv(vars map[string]string, fn func() error) error {
+	for k, v := range vars {
+		old, had := os.LookupEnv(k)
+		if err := os.Setenv(k, v); err != nil {
+			return err
+		}
+		defer func() {
+			if had {
+				_ = os.Setenv(k, old)
+			} else {
+				_ = os.Unsetenv(k)
+			}
+		}()
+	}
+	return fn()
+}
+
+// envString renders environment variables as a shell would take them, sorted.
+func envString(env map[string]string) string {
+	out := make([]string, 0, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
+	}
+	return strings.Join(out, " ")
 }
 
 // flagString renders flags as a command line would, sorted.

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/hub/ownwrites"
 	"github.com/dbfleet/dbfleet/pkg/policy"
 )
 
@@ -43,6 +45,9 @@ type Reconciler struct {
 	evictionGrants sync.Map
 	// policies keeps the policies' parsed label selectors between reconciles.
 	policies policy.Matcher
+	// written holds the resourceVersion of this controller's last write of each DatabaseCluster
+	// until the cache shows it.
+	written ownwrites.Tracker
 }
 
 // scope is what one reconcile gathers and decides; the phase functions fill it in turn.
@@ -65,12 +70,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 
 	dbc := &dbfleetv1alpha1.DatabaseCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, dbc); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.written.Forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.written.Behind(req.NamespacedName, dbc.ResourceVersion) {
+		// The MemberDatabases a reconcile creates wake the database again before the cache has
+		// its status write: acting on the older copy would place it a second time, with a second
+		// Event and status write. The watch event of our write brings it back; the requeue is
+		// only a safety net.
+		staleReads.Inc()
+		return ctrl.Result{RequeueAfter: staleRecheck}, nil
 	}
 	before := dbc.DeepCopy()
 	defer func() {
 		if err := r.writeStatus(ctx, before, dbc); err != nil {
 			retErr = kerrors.NewAggregate([]error{retErr, err})
+		}
+		if dbc.ResourceVersion != before.ResourceVersion {
+			r.written.Wrote(req.NamespacedName, dbc.ResourceVersion)
 		}
 	}()
 
@@ -155,6 +174,10 @@ func (r *Reconciler) writeStatus(ctx context.Context, before, dbc *dbfleetv1alph
 
 // errPropagation marks propagation failures, which are already reported in conditions and Events.
 var errPropagation = errors.New("propagation failed")
+
+// staleRecheck is when a reconcile that found the cache behind its own last write looks again,
+// should the watch event of that write not have woken it by then.
+const staleRecheck = 5 * time.Second
 
 // requeueAfter caps how long a DatabaseCluster waits for a time-based change (a toleration running
 // out) before it is looked at again.

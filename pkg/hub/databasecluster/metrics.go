@@ -25,6 +25,10 @@ var (
 		Name: "dbfleet_hub_databasecluster_status_writes_total",
 		Help: "DatabaseCluster status writes; flat while nothing changes.",
 	})
+	staleReads = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dbfleet_hub_databasecluster_stale_cache_reads_total",
+		Help: "Reconciles put off because the cache had not yet caught up with the hub's own last write of the DatabaseCluster.",
+	})
 	promotions = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "dbfleet_hub_primary_promotions_total",
 		Help: "Primary promotions: failovers, switchovers and re-promotions after fencing.",
@@ -53,7 +57,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(schedulingSeconds, decisions, memberDatabaseWrites, statusWrites, promotions, failoverSeconds,
+	metrics.Registry.MustRegister(schedulingSeconds, decisions, memberDatabaseWrites, statusWrites, staleReads, promotions, failoverSeconds,
 		evictions, evictionsDelayed, readyReplicas, desiredReplicas)
 }
 
