@@ -36,7 +36,8 @@ import (
 )
 
 // Simulation says, in every report, what is real and what is simulated.
-const Simulation = "hub side real: etcd, the hub kube-apiserver and the `hub run` binary; each member joined " +
+const Simulation = "hub side real: etcd, the hub kube-apiserver and the `hub run` binary, running as its " +
+	"ServiceAccount with deploy/hub's RBAC; each member joined " +
 	"with pkg/join (its own ServiceAccount token), running the agent's own reconciler, heartbeat and fence " +
 	"code in the harness process with its own hub client, Lease and member-NAME watch; deploy/hub's API Priority and Fairness objects installed; etcd keeps its data on " +
 	"tmpfs. Member API servers " +
@@ -54,7 +55,7 @@ type bench struct {
 	creator client.Client
 	// metricsGet reads the hub API server's /metrics.
 	metricsGet func(context.Context) (families, error)
-	adminKC    string
+	hubKC      string // the hub's ServiceAccount (deploy/hub)
 
 	etcdDir       string
 	hubBin        string
@@ -241,8 +242,15 @@ func (b *bench) startHub(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.adminKC = filepath.Join(b.cfg.WorkDir, "hub-admin.kubeconfig")
-	if err := os.WriteFile(b.adminKC, kc, 0o600); err != nil {
+	// For looking around while a run goes on (kubectl --kubeconfig ...).
+	if err := os.WriteFile(filepath.Join(b.cfg.WorkDir, "hub-admin.kubeconfig"), kc, 0o600); err != nil {
+		return err
+	}
+	if kc, err = b.hubKubeconfig(ctx); err != nil {
+		return err
+	}
+	b.hubKC = filepath.Join(b.cfg.WorkDir, "hub.kubeconfig")
+	if err := os.WriteFile(b.hubKC, kc, 0o600); err != nil {
 		return err
 	}
 	b.hubBin = b.cfg.HubBinary
@@ -406,7 +414,7 @@ func (b *bench) runHub(ctx context.Context, logName string) error {
 	if err != nil {
 		return err
 	}
-	args := append([]string{"run", "--kubeconfig", b.adminKC, "--leader-elect=false",
+	args := append([]string{"run", "--kubeconfig", b.hubKC, "--leader-elect=false",
 		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr,
 		"--pprof-bind-address", pprofAddr, "--cluster-grace-period", b.cfg.GracePeriod.String()}, b.cfg.HubArgs...)
 	b.hubMetricsURL = "http://" + metricsAddr + "/metrics"
