@@ -200,32 +200,61 @@ func (h *Heartbeat) renewLease(ctx context.Context) error {
 }
 
 // reportStatus writes the MemberCluster status when it changed. It reads the MemberCluster only
-// when its copy is stale or something changed, and always patches against a fresh read.
+// when it has no copy or its copy is rereadEvery beats old, and then from the API server's watch
+// cache (resourceVersion "0"), not etcd. Every patch carries the resourceVersion of the copy it
+// was computed against: a patch from a copy older than the hub's last change (the hub writes
+// conditions into the same list) is refused with a conflict, and the agent reads the
+// MemberCluster from etcd and patches once more. So the agent never writes back conditions the
+// hub has changed since, and a change to report costs one request, not a read and a write.
 func (h *Heartbeat) reportStatus(ctx context.Context) error {
 	h.beatsSinceRead++
-	if h.known != nil && h.beatsSinceRead < rereadEvery {
-		desired := h.known.DeepCopy()
-		if err := h.desiredStatus(ctx, desired); err != nil {
+	base := h.known
+	if base == nil || h.beatsSinceRead >= rereadEvery {
+		fresh, err := h.readMemberCluster(ctx, cachedRead)
+		if err != nil {
 			return err
 		}
-		if equality.Semantic.DeepEqual(h.known.Status, desired.Status) {
-			return nil
-		}
+		base = fresh
 	}
+	err := h.patchStatus(ctx, base)
+	if apierrors.IsConflict(err) {
+		fresh, rerr := h.readMemberCluster(ctx, consistentRead)
+		if rerr != nil {
+			return rerr
+		}
+		err = h.patchStatus(ctx, fresh)
+	}
+	return err
+}
+
+// A read of the MemberCluster from the API server's watch cache, or from etcd.
+const (
+	cachedRead     = "0"
+	consistentRead = ""
+)
+
+func (h *Heartbeat) readMemberCluster(ctx context.Context, resourceVersion string) (*dbfleetv1alpha1.MemberCluster, error) {
 	mc := &dbfleetv1alpha1.MemberCluster{}
-	if err := h.Hub.Get(ctx, client.ObjectKey{Name: h.Cluster}, mc); err != nil {
-		return fmt.Errorf("read MemberCluster: %w", err)
+	opts := &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: resourceVersion}}
+	if err := h.Hub.Get(ctx, client.ObjectKey{Name: h.Cluster}, mc, opts); err != nil {
+		return nil, fmt.Errorf("read MemberCluster: %w", err)
 	}
 	h.beatsSinceRead = 0
-	before := mc.DeepCopy()
+	return mc, nil
+}
+
+// patchStatus sets the agent's status on a copy of base and patches it, against base's
+// resourceVersion, when it differs from base. The patched (or unchanged) copy becomes known.
+func (h *Heartbeat) patchStatus(ctx context.Context, base *dbfleetv1alpha1.MemberCluster) error {
+	mc := base.DeepCopy()
 	if err := h.desiredStatus(ctx, mc); err != nil {
 		return err
 	}
-	if equality.Semantic.DeepEqual(before.Status, mc.Status) {
-		h.known = mc
+	if equality.Semantic.DeepEqual(base.Status, mc.Status) {
+		h.known = base
 		return nil
 	}
-	if err := h.Hub.Status().Patch(ctx, mc, client.MergeFrom(before)); err != nil {
+	if err := h.Hub.Status().Patch(ctx, mc, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("report MemberCluster status: %w", err)
 	}
 	h.known = mc

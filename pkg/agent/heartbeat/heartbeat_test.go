@@ -2,11 +2,14 @@ package heartbeat
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/version"
@@ -142,5 +145,92 @@ func TestRenewalsGoOnWhileAReportWaits(t *testing.T) {
 	cancel()
 	if err := <-stopped; err != nil {
 		t.Errorf("Start() = %v", err)
+	}
+}
+
+// switchableVersion is a member discovery client that fails while err is set.
+type switchableVersion struct{ err error }
+
+func (v *switchableVersion) ServerVersion() (*version.Info, error) {
+	if v.err != nil {
+		return nil, v.err
+	}
+	return &version.Info{GitVersion: "v1.35.4"}, nil
+}
+
+// A report computed from a copy older than the hub's last change must not write the hub's
+// conditions back as they were: the patch is refused, the agent reads the MemberCluster from
+// etcd (not the watch cache) and patches again. Routine reads come from the watch cache.
+func TestReportNeverWritesBackConditionsTheHubChanged(t *testing.T) {
+	ctx := context.Background()
+	s := scheme.New()
+	mc := &dbfleetv1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Name: "east"}}
+	var reads []string // the resourceVersion each MemberCluster read asked for
+	var patches, conflicts int
+	hub := fake.NewClientBuilder().WithScheme(s).WithObjects(mc).WithStatusSubresource(mc).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				if _, ok := obj.(*dbfleetv1alpha1.MemberCluster); ok {
+					o := &client.GetOptions{}
+					o.ApplyOptions(opts)
+					rv := "<none>"
+					if o.Raw != nil {
+						rv = o.Raw.ResourceVersion
+					}
+					reads = append(reads, rv)
+				}
+				return c.Get(ctx, key, obj, opts...)
+			},
+			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+				patches++
+				err := c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+				if apierrors.IsConflict(err) {
+					conflicts++
+				}
+				return err
+			},
+		}).Build()
+	member := &switchableVersion{}
+	hb := &Heartbeat{
+		Cluster: "east", Hub: hub, Member: fake.NewClientBuilder().WithScheme(s).Build(), MemberDiscovery: member,
+		Interval: 5 * time.Second, FenceAfter: 15 * time.Second, AgentVersion: "test",
+		Clock: clocktesting.NewFakeClock(time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)),
+	}
+	if err := hb.Beat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(reads) != 1 || reads[0] != "0" || patches != 1 {
+		t.Fatalf("first report: reads %v and %d patches, want one read from the watch cache (\"0\") and one patch", reads, patches)
+	}
+
+	// The hub writes a condition of its own; the agent's copy is now behind.
+	current := &dbfleetv1alpha1.MemberCluster{}
+	if err := hub.Get(ctx, client.ObjectKey{Name: "east"}, current); err != nil {
+		t.Fatal(err)
+	}
+	meta.SetStatusCondition(&current.Status.Conditions, metav1.Condition{Type: "HubOnly", Status: metav1.ConditionTrue, Reason: "Test"})
+	if err := hub.Status().Update(ctx, current); err != nil {
+		t.Fatal(err)
+	}
+
+	// Something to report: the member API server fails.
+	reads, patches, conflicts = nil, 0, 0
+	member.err = errors.New("connection refused")
+	if err := hb.Beat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if conflicts != 1 || patches != 2 || len(reads) != 1 || reads[0] != "" {
+		t.Errorf("report from a stale copy: %d patches (%d refused), reads %v; want 2 patches (1 refused) and one read from etcd (\"\")",
+			patches, conflicts, reads)
+	}
+	got := &dbfleetv1alpha1.MemberCluster{}
+	if err := hub.Get(ctx, client.ObjectKey{Name: "east"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if meta.FindStatusCondition(got.Status.Conditions, "HubOnly") == nil {
+		t.Error("the agent's report removed the condition the hub wrote after the agent's copy")
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, dbfleetv1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("Ready = %+v, want False (member API server unreachable)", c)
 	}
 }
