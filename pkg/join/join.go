@@ -122,7 +122,7 @@ func joinAgent(ctx context.Context, c client.Client, hub HubEndpoint, o *Options
 		return err
 	}
 	res.ServiceAccount, res.RevokedServiceAccountUID = sa, oldUID
-	token, expiry, err := mintToken(ctx, c, sa, o.TokenExpiration)
+	token, expiry, err := MintToken(ctx, c, sa, o.TokenExpiration)
 	if err != nil {
 		return err
 	}

@@ -68,8 +68,13 @@ func (ep HubEndpoint) loopback() bool {
 // HubKubeconfig is the kubeconfig the agent of cluster uses: the hub endpoint, the token of its
 // ServiceAccount, and member-<cluster> as the default namespace.
 func HubKubeconfig(ep HubEndpoint, cluster, token string) ([]byte, error) {
+	return TokenKubeconfig(ep, AgentName+"-"+cluster, dbfleetv1alpha1.MemberNamespace(cluster), token)
+}
+
+// TokenKubeconfig is a kubeconfig that reaches the hub endpoint as user, authenticated by token,
+// with namespace as the default.
+func TokenKubeconfig(ep HubEndpoint, user, namespace, token string) ([]byte, error) {
 	name := "dbfleet-hub"
-	user := AgentName + "-" + cluster
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters[name] = &clientcmdapi.Cluster{
 		Server:                   ep.Server,
@@ -78,7 +83,7 @@ func HubKubeconfig(ep HubEndpoint, cluster, token string) ([]byte, error) {
 		InsecureSkipTLSVerify:    ep.Insecure,
 	}
 	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: user, Namespace: dbfleetv1alpha1.MemberNamespace(cluster)}
+	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: user, Namespace: namespace}
 	cfg.CurrentContext = name
 	return clientcmd.Write(*cfg)
 }

@@ -53,9 +53,9 @@ func replaceServiceAccount(ctx context.Context, c client.Client, sa *corev1.Serv
 	return oldUID, nil
 }
 
-// mintToken asks the TokenRequest API (serviceaccounts/token) for a token of sa that lives for
+// MintToken asks the TokenRequest API (serviceaccounts/token) for a token of sa that lives for
 // expiration, or less if the API server caps token lifetimes.
-func mintToken(ctx context.Context, c client.Client, sa *corev1.ServiceAccount, expiration time.Duration) (string, time.Time, error) {
+func MintToken(ctx context.Context, c client.Client, sa *corev1.ServiceAccount, expiration time.Duration) (string, time.Time, error) {
 	seconds := int64(expiration / time.Second)
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}
 	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -217,7 +218,8 @@ func (b *bench) startHub(ctx context.Context) error {
 	if b.admin, err = client.New(cfg, client.Options{Scheme: framework.Scheme}); err != nil {
 		return err
 	}
-	if err := applyFlowControl(ctx, b.admin); err != nil {
+	// The agents' Lease renewals get their own priority level, as with deploy/hub installed.
+	if err := applyDeployHub(ctx, b.admin, "flowcontrol.yaml"); err != nil {
 		return err
 	}
 	if b.creator, err = b.newCreator(ctx); err != nil {
@@ -367,20 +369,18 @@ func (b *bench) newCreator(ctx context.Context) (client.Client, error) {
 	return client.New(cfg, client.Options{Scheme: framework.Scheme})
 }
 
-// applyFlowControl installs deploy/hub's API Priority and Fairness objects, as a user installing
-// the hub with deploy/hub would: the agents' Lease renewals get their own priority level.
-func applyFlowControl(ctx context.Context, c client.Client) error {
-	data, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "deploy", "hub", "flowcontrol.yaml"))
-	if err != nil {
-		return err
-	}
-	objs, err := framework.DecodeObjects(data)
-	if err != nil {
-		return err
-	}
-	for _, obj := range objs {
-		if err := c.Create(ctx, obj); err != nil {
-			return fmt.Errorf("apply %s %s: %w", obj.GetKind(), obj.GetName(), err)
+// applyDeployHub creates the objects of the given deploy/hub files, as a user installing the hub
+// with deploy/hub would; objects that exist already are left as they are.
+func applyDeployHub(ctx context.Context, c client.Client, files ...string) error {
+	for _, name := range files {
+		objs, err := framework.ReadObjects(filepath.Join(framework.RepoRoot(), "deploy", "hub", name))
+		if err != nil {
+			return err
+		}
+		for _, obj := range objs {
+			if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("apply %s %s: %w", obj.GetKind(), obj.GetName(), err)
+			}
 		}
 	}
 	return nil
