@@ -58,6 +58,8 @@ func run() error {
 		"GOGC for the hub API server and its etcd (0: Go's default, 100).")
 	flag.StringVar(&cfg.APIServerMemoryLimit, "apiserver-memory-limit", cfg.APIServerMemoryLimit,
 		"GOMEMLIMIT for the hub API server and its etcd (empty: none).")
+	flag.IntVar(&cfg.HarnessGOGC, "harness-gogc", cfg.HarnessGOGC,
+		"GOGC for this process, which runs every agent and simulated member (0: leave it as it is).")
 	flag.Var(&hubArgs, "hub-arg", "An extra flag for `hub run` (repeatable).")
 	flag.StringVar(&out, "out", "_output/bench-scale", "Directory for the report, profiles and logs.")
 	flag.StringVar(&docs, "docs", "", "Markdown file whose bench-scale section to replace (e.g. docs/performance.md); the SVG goes next to it.")

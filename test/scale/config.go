@@ -40,6 +40,10 @@ type Config struct {
 	// memory to spare: GOGC 300 trades memory for CPU, GOMEMLIMIT bounds the trade.
 	APIServerGOGC        int
 	APIServerMemoryLimit string
+	// HarnessGOGC is this process's GOGC while it runs (it hosts every agent and simulated
+	// member); zero keeps the current setting. At rest with 3,000 primaries, garbage collection
+	// was a quarter of the harness's CPU, which the hub API server on the same two cores needs.
+	HarnessGOGC int
 	// HubArgs are extra flags for `hub run`.
 	HubArgs []string
 	// HubBinary is the `hub` binary; empty builds ./cmd/hub into WorkDir.
@@ -72,6 +76,7 @@ func DefaultConfig() Config {
 		Profile:              true,
 		APIServerGOGC:        300,
 		APIServerMemoryLimit: "12GiB",
+		HarnessGOGC:          400,
 	}
 }
 
@@ -91,6 +96,9 @@ func (c *Config) validate() error {
 	}
 	if c.APIServerGOGC < 0 {
 		errs = append(errs, fmt.Errorf("API server GOGC must not be negative, got %d", c.APIServerGOGC))
+	}
+	if c.HarnessGOGC < 0 {
+		errs = append(errs, fmt.Errorf("harness GOGC must not be negative, got %d", c.HarnessGOGC))
 	}
 	if c.APIServerMemoryLimit != "" && !memoryLimitPattern.MatchString(c.APIServerMemoryLimit) {
 		errs = append(errs, fmt.Errorf("API server memory limit %q is not a GOMEMLIMIT value such as 12GiB", c.APIServerMemoryLimit))

@@ -55,3 +55,16 @@ func TestWithEnvRestoresTheEnvironment(t *testing.T) {
 		t.Error("GOMEMLIMIT still set after")
 	}
 }
+
+func TestConfigRejectsANegativeHarnessGOGC(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.WorkDir = t.TempDir()
+	cfg.HarnessGOGC = -5
+	if err := cfg.validate(); err == nil || !strings.Contains(err.Error(), "harness GOGC must not be negative, got -5") {
+		t.Errorf("harness GOGC -5: error %v, want one saying it must not be negative", err)
+	}
+	cfg.HarnessGOGC = 0
+	if err := cfg.validate(); err != nil {
+		t.Errorf("harness GOGC 0 (leave as it is): unexpected error %v", err)
+	}
+}

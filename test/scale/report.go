@@ -50,6 +50,7 @@ type Settings struct {
 	HubFlags          string  `json:"hubFlags"`
 	APIServerFlags    string  `json:"apiServerFlags"`
 	APIServerEnv      string  `json:"apiServerEnv"`
+	HarnessGOGC       int     `json:"harnessGOGC,omitempty"`
 }
 
 // JoinFigures: joining every cluster and seeing it Ready.
@@ -204,6 +205,9 @@ func (r *Report) Markdown(svgName string) string {
 	}
 	if e := r.Settings.APIServerEnv; e != "" {
 		w("Hub API server and etcd environment: `%s`\n\n", e)
+	}
+	if g := r.Settings.HarnessGOGC; g > 0 {
+		w("Harness (agents and simulated members) GOGC: %d\n\n", g)
 	}
 	w("Simulation: %s\n\n", r.Simulation)
 	w("| figure | value |\n|---|---|\n")

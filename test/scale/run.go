@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -103,8 +104,12 @@ func Run(ctx context.Context, cfg Config) (_ *Report, retErr error) {
 		GracePeriod: cfg.GracePeriod.Seconds(), Toleration: unreachableToleration.Seconds(),
 		SteadySeconds: cfg.Steady.Seconds(), HubFlags: strings.Join(cfg.HubArgs, " "),
 		APIServerFlags: flagString(apiServerFlags(cfg)), APIServerEnv: envString(apiServerEnv(cfg)),
+		HarnessGOGC: cfg.HarnessGOGC,
 	}
 	b.progress("simulation: %s", Simulation)
+	if cfg.HarnessGOGC > 0 {
+		defer debug.SetGCPercent(debug.SetGCPercent(cfg.HarnessGOGC))
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
