@@ -81,7 +81,7 @@ func newRunOptions() *runOptions {
 		retryPeriod:             2 * time.Second,
 		gracefulShutdownTimeout: 30 * time.Second,
 		controllers:             []string{"*"},
-		hub:                     hub.Config{ClusterGracePeriod: 20 * time.Second, HeartbeatStatusInterval: time.Minute, EvictionRate: 10, EvictionBurst: 100},
+		hub:                     hub.Config{ClusterGracePeriod: 20 * time.Second, HeartbeatStatusInterval: 5 * time.Minute, EvictionRate: 10, EvictionBurst: 100},
 		defaultToleration:       placement.DefaultTolerationSeconds * time.Second,
 	}
 }
