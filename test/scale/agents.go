@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -75,6 +76,12 @@ func startAgent(parent context.Context, s *agentSettings, name string, hubKubeco
 	}
 	// As cmd/agent configures its hub client.
 	hubCfg.QPS, hubCfg.Burst = options.AgentQPS, options.AgentBurst
+	// Its own connection to the hub, as an agent in its own cluster has (its manager and its
+	// client share it, below). client-go shares one transport among configs that differ only in
+	// their bearer token, so without a dialer of its own every agent of the harness multiplexed
+	// its renewals and watches over the same few HTTP/2 connections, and a stall of one could
+	// silence hundreds of agents at once.
+	hubCfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	hubCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &cutTransport{rt: rt, cut: &a.cut} })
 	a.member = simmember.New(s.scheme, s.mapper, s.readyAfter)
 
@@ -97,7 +104,7 @@ func startAgent(parent context.Context, s *agentSettings, name string, hubKubeco
 	if err := local.Add(a.member); err != nil {
 		return nil, err
 	}
-	hubClient, err := client.New(hubCfg, client.Options{Scheme: s.scheme, Mapper: s.mapper})
+	hubClient, err := client.New(hubCfg, client.Options{HTTPClient: local.GetHTTPClient(), Scheme: s.scheme, Mapper: s.mapper})
 	if err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ import (
 const Simulation = "hub side real: etcd, the hub kube-apiserver and the `hub run` binary, running as its " +
 	"ServiceAccount with deploy/hub's RBAC; each member joined " +
 	"with pkg/join (its own ServiceAccount token), running the agent's own reconciler, heartbeat and fence " +
-	"code in the harness process with its own hub client, Lease and member-NAME watch; deploy/hub's API Priority and Fairness objects installed; etcd keeps its data on " +
+	"code in the harness process with its own hub client and connection, Lease and member-NAME watch; deploy/hub's API Priority and Fairness objects installed; etcd keeps its data on " +
 	"tmpfs. Member API servers " +
 	"simulated: one in-memory store per member (test/scale/member) whose StatefulSets report every replica " +
 	"Ready a fixed delay after each change; no pods, nodes fixed."
