@@ -90,6 +90,9 @@ type CreateFigures struct {
 	// ClustersLapsed counts the clusters the hub marked Ready=Unknown while the databases were
 	// created: every agent kept renewing, so each one is a renewal the hub API server served late.
 	ClustersLapsed int `json:"clustersLapsed"`
+	// UnheardRenewals counts the silences the hub did not act on while the databases were created:
+	// its Lease watch had fallen behind, and a read of the Lease found a renewal.
+	UnheardRenewals int `json:"unheardRenewals"`
 	// Histogram counts created → Available latencies in HistogramBucketSeconds-wide buckets.
 	Histogram              []int   `json:"availableHistogram"`
 	HistogramBucketSeconds float64 `json:"histogramBucketSeconds"`
@@ -238,6 +241,7 @@ func (r *Report) Markdown(svgName string) string {
 	}
 	w("| hub API server requests while creating | %.0f/s: %s |\n", c.RequestsPerSecond, topRates(c.Requests, 8))
 	w("| clusters marked Ready=Unknown while creating (their agents kept renewing) | %d |\n", c.ClustersLapsed)
+	w("| silences past the grace period not acted on while creating (a read of the Lease found a renewal the hub's watch had not delivered) | %d |\n", c.UnheardRenewals)
 	if s := r.Steady; s != nil {
 		w("| steady state (%.0f s): hub API server requests | %.0f/s = %.3f/s per cluster, %.4f/s per database: %s |\n",
 			s.Seconds, s.RequestsPerSecond, s.PerCluster, s.PerDatabase, topRates(s.Requests, 6))

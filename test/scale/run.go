@@ -659,7 +659,7 @@ func (b *bench) createDatabases(ctx context.Context) error {
 		return err
 	}
 	cpuBefore := b.cpuSnapshot()
-	lapsedBefore := b.clustersLapsed(ctx)
+	lapsedBefore, unheardBefore := b.clustersLapsed(ctx)
 	stopProfiles := b.startProfiles(ctx)
 	first := time.Now()
 	var last atomic.Int64
@@ -728,7 +728,8 @@ func (b *bench) createDatabases(ctx context.Context) error {
 	metricsAfter, merr := b.metricsGet(context.WithoutCancel(ctx))
 	cpuAfter := b.cpuSnapshot()
 	b.fillCreate(first, lastCreate, allAvailable, metricsBefore, metricsAfter, merr)
-	b.report.Create.ClustersLapsed = b.clustersLapsed(context.WithoutCancel(ctx)) - lapsedBefore
+	lapsed, unheard := b.clustersLapsed(context.WithoutCancel(ctx))
+	b.report.Create.ClustersLapsed, b.report.Create.UnheardRenewals = lapsed-lapsedBefore, unheard-unheardBefore
 	for _, name := range []string{procHub, procAPIServer, procEtcd, procHarness} {
 		cpu, avg := cores(cpuBefore, cpuAfter, name)
 		b.report.Resources = append(b.report.Resources, ProcessUsage{Process: name, CreateCPU: round(cpu.Seconds()), CreateCores: avg})
@@ -745,18 +746,21 @@ func (b *bench) createDatabases(ctx context.Context) error {
 func (b *bench) createProgress(created int) {
 	s, p, a := b.obs.counts()
 	hub := b.cpuSnapshot()[procHub]
-	b.progress("databases: %d created, %d Scheduled, %d MemberDatabases written, %d Available | hub RSS %d MiB, %d cluster lapses so far",
-		created, s, p, a, hub.RSS>>20, b.clustersLapsed(context.Background()))
+	lapsed, unheard := b.clustersLapsed(context.Background())
+	b.progress("databases: %d created, %d Scheduled, %d MemberDatabases written, %d Available | hub RSS %d MiB, %d cluster lapses so far (%d silences not confirmed)",
+		created, s, p, a, hub.RSS>>20, lapsed, unheard)
 }
 
 // clustersLapsed is how many times the hub has marked a cluster Ready=Unknown (its failure
-// detection histogram's count); 0 when the hub cannot be read.
-func (b *bench) clustersLapsed(ctx context.Context) int {
+// detection histogram's count), and how many silences it did not act on because a read of the
+// Lease found a renewal its watch had not delivered; zeros when the hub cannot be read.
+func (b *bench) clustersLapsed(ctx context.Context) (lapsed, unheard int) {
 	m, err := httpMetrics(ctx, b.hubMetricsURL)
 	if err != nil {
-		return 0
+		return 0, 0
 	}
-	return int(m.observations("dbfleet_hub_cluster_failure_detection_seconds"))
+	return int(m.observations("dbfleet_hub_cluster_failure_detection_seconds")),
+		int(m.sum("dbfleet_hub_lease_silence_checks_total", map[string]string{"result": "renewed"}))
 }
 
 // startProfiles takes CPU profiles of the hub (its pprof endpoint) and of the harness for up to

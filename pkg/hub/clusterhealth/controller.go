@@ -8,6 +8,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -67,6 +68,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Observer == nil {
 		r.Observer = liveness.NewObserver(r.Clock)
 	}
+	r.Observer.SetReader(ReadRenewTime(mgr.GetAPIReader()))
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&dbfleetv1alpha1.MemberCluster{}).
@@ -90,6 +92,25 @@ func (r *Reconciler) observeLease(_ context.Context, obj client.Object) []reconc
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: cluster}}}
 }
 
+// ReadRenewTime reads a cluster's agent Lease with reader, which should bypass the cache (the
+// manager's APIReader): it confirms a silence the hub is about to act on.
+func ReadRenewTime(reader client.Reader) liveness.RenewReader {
+	return func(ctx context.Context, cluster string) (time.Time, bool, error) {
+		lease := &coordinationv1.Lease{}
+		key := client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(cluster), Name: heartbeat.LeaseName}
+		if err := reader.Get(ctx, key, lease); err != nil {
+			if apierrors.IsNotFound(err) {
+				return time.Time{}, false, nil
+			}
+			return time.Time{}, false, err
+		}
+		if lease.Spec.RenewTime == nil {
+			return time.Time{}, false, nil
+		}
+		return lease.Spec.RenewTime.Time, true, nil
+	}
+}
+
 // leaseCluster is the MemberCluster an agent Lease belongs to, or "" for any other Lease.
 func leaseCluster(obj client.Object) string {
 	cluster := obj.GetLabels()[dbfleetv1alpha1.LabelCluster]
@@ -111,9 +132,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	// Renewals are observed as the Lease watch delivers them (observeLease), the initial list
-	// included, so the reconcile reads the Observer and not the Lease.
+	// included, so the reconcile reads the Observer; only a silence past the grace period is
+	// confirmed with a read of the Lease, since the watch may be behind.
 	r.Observer.Known(mc.Name)
-	silent, _ := r.Observer.SilentFor(mc.Name)
+	silent, err := r.Observer.ConfirmedSilentFor(ctx, mc.Name, r.GracePeriod)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	now := r.Clock.Now()
 
 	before := mc.DeepCopy()

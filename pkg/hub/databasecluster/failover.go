@@ -1,6 +1,7 @@
 package databasecluster
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -43,16 +44,17 @@ func demoted(mdb *dbfleetv1alpha1.MemberDatabase, epoch int64) bool {
 // room for the agent's clock rate and the time its fencing actions take.
 const FencingMargin = 5 * time.Second
 
-// Liveness tells how long the hub has not seen a cluster's agent renew, on the hub's own clock.
+// Liveness tells how long the hub has not seen a cluster's agent renew, on the hub's own clock,
+// a silence of at least over confirmed against the API server (liveness.Observer).
 type Liveness interface {
-	SilentFor(cluster string) (time.Duration, bool)
+	ConfirmedSilentFor(ctx context.Context, cluster string, over time.Duration) (time.Duration, error)
 }
 
 // failoverGate decides whether a failover (the primary moves off a cluster that is not Ready) may
 // be applied now. It waits until the old primary's agent has certainly fenced itself: no renewal seen for its
 // fenceAfter plus FencingMargin. With failover: Manual it waits for the user instead. It returns
 // how long to wait (zero: go ahead), the FailoverInProgress reason and a message.
-func (r *Reconciler) failoverGate(dbc *dbfleetv1alpha1.DatabaseCluster, old *dbfleetv1alpha1.MemberCluster, from string, now time.Time) (time.Duration, string, string) {
+func (r *Reconciler) failoverGate(ctx context.Context, dbc *dbfleetv1alpha1.DatabaseCluster, old *dbfleetv1alpha1.MemberCluster, from string, now time.Time) (time.Duration, string, string) {
 	if dbc.Spec.Primary != nil && dbc.Spec.Primary.Failover == dbfleetv1alpha1.FailoverManual {
 		return time.Minute, ReasonManualFailoverRequired, fmt.Sprintf(
 			"primary cluster %s is not ready and failover is Manual: set spec.primary.failover to Automatic to let the hub promote elsewhere", from)
@@ -64,7 +66,13 @@ func (r *Reconciler) failoverGate(dbc *dbfleetv1alpha1.DatabaseCluster, old *dbf
 	need := fenceAfter + FencingMargin
 	silent, known := time.Duration(0), false
 	if r.Liveness != nil {
-		silent, known = r.Liveness.SilentFor(from)
+		var err error
+		if silent, err = r.Liveness.ConfirmedSilentFor(ctx, from, need); err != nil {
+			// Unconfirmed silence is no silence: the agent may still hold its primary.
+			return time.Second, ReasonWaitingForFencing, fmt.Sprintf(
+				"primary cluster %s is not ready; promoting elsewhere once its agent has certainly fenced, but its silence could not be confirmed: %v", from, err)
+		}
+		known = true
 	}
 	if !known {
 		// Without the hub's own observations, count only the time the hub itself has been

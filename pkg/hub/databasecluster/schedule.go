@@ -237,7 +237,7 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 				r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, ReasonWaitingForEviction, "Failover", "%s", msg)
 			}
 			return requeue, nil
-		} else if wait, reason, msg := r.failoverGate(dbc, old, from, now); wait > 0 {
+		} else if wait, reason, msg := r.failoverGate(ctx, dbc, old, from, now); wait > 0 {
 			// Keep the placement in force, old share and primary included, until it is safe.
 			if setFailover(dbc, metav1.ConditionTrue, reason, msg) {
 				r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, reason, "Failover", "%s", msg)

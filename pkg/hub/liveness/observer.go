@@ -1,13 +1,21 @@
-// Package liveness is the hub's memory of agent lease renewals, measured on the hub's own
-// monotonic clock. The clusterhealth controller feeds it; the failover gate reads it.
 package liveness
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	"k8s.io/utils/clock"
 )
+
+// RenewReader reads a cluster's agent Lease from the API server itself, not from a cache: its
+// renew time, or found false when there is no Lease or it was never renewed.
+type RenewReader func(ctx context.Context, cluster string) (renewTime time.Time, found bool, err error)
+
+// confirmFor is how long a read that confirmed a silence stands for: callers that ask again within
+// it (the health reconcile and the failover gates of every database on the cluster) share it.
+const confirmFor = time.Second
 
 // Observer remembers, per cluster, the last renew time seen on its Lease and when (on the hub's
 // clock) it was seen to change. Go's time.Now carries a monotonic reading, so durations between
@@ -18,8 +26,13 @@ type Observer struct {
 	// full grace period from here, so a hub restart does not mark the fleet Unknown.
 	started time.Time
 
+	// read confirms a silence before the hub acts on it; nil: never confirmed (unit tests).
+	read RenewReader
+
 	mu   sync.Mutex
 	seen map[string]observation
+	// confirmed is when a read of the API server last found the cluster's Lease unchanged.
+	confirmed map[string]time.Time
 	// joined is when the hub first saw each cluster that has not renewed yet: a cluster joined
 	// while the hub runs gets its full grace period from then, not from the hub's start.
 	joined map[string]time.Time
@@ -32,7 +45,13 @@ type observation struct {
 
 // NewObserver starts observing now.
 func NewObserver(c clock.PassiveClock) *Observer {
-	return &Observer{clock: c, started: c.Now(), seen: map[string]observation{}, joined: map[string]time.Time{}}
+	return &Observer{clock: c, started: c.Now(), seen: map[string]observation{}, joined: map[string]time.Time{}, confirmed: map[string]time.Time{}}
+}
+
+// SetReader sets how a silence is confirmed against the API server (see ConfirmedSilentFor).
+// Call it before the observer is shared.
+func (o *Observer) SetReader(read RenewReader) {
+	o.read = read
 }
 
 // Observe records the Lease's renew time; it counts as a renewal only when the value changed.
@@ -82,10 +101,51 @@ func (o *Observer) LastObserved(cluster string) time.Time {
 	return o.seen[cluster].observedAt
 }
 
+// ConfirmedSilentFor is SilentFor, with a silence of at least over checked against the API
+// server before the hub acts on it. The watch that feeds the Observer can fall behind (the hub or
+// the API server stalled, a watch being re-established): then the hub has not heard renewals that
+// the API server has, and a silence it merely failed to hear must neither mark a live cluster
+// Ready=Unknown nor let another cluster be promoted while the agent still holds its primary. The
+// read counts as an observation: a renew time the watch had not delivered yet restarts the
+// silence now, which errs on the side of waiting. An error means the silence is not confirmed.
+func (o *Observer) ConfirmedSilentFor(ctx context.Context, cluster string, over time.Duration) (time.Duration, error) {
+	silent, _ := o.SilentFor(cluster)
+	if silent < over || o.read == nil {
+		return silent, nil
+	}
+	o.mu.Lock()
+	at, ok := o.confirmed[cluster]
+	o.mu.Unlock()
+	if ok && o.clock.Since(at) < confirmFor {
+		return silent, nil
+	}
+	renewTime, found, err := o.read(ctx, cluster)
+	if err != nil {
+		silenceChecks.WithLabelValues(checkError).Inc()
+		return 0, fmt.Errorf("confirm the silence of cluster %s with a read of its agent's Lease: %w", cluster, err)
+	}
+	o.mu.Lock()
+	prev, seen := o.seen[cluster]
+	renewed := found && (!seen || !prev.renewTime.Equal(renewTime))
+	if !renewed {
+		o.confirmed[cluster] = o.clock.Now()
+	}
+	o.mu.Unlock()
+	if renewed {
+		silenceChecks.WithLabelValues(checkRenewed).Inc()
+		o.Observe(cluster, renewTime)
+	} else {
+		silenceChecks.WithLabelValues(checkSilent).Inc()
+	}
+	silent, _ = o.SilentFor(cluster)
+	return silent, nil
+}
+
 // Forget drops a cluster that left.
 func (o *Observer) Forget(cluster string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.seen, cluster)
 	delete(o.joined, cluster)
+	delete(o.confirmed, cluster)
 }

@@ -1,6 +1,8 @@
 package liveness
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -34,5 +36,80 @@ func TestSilenceOfANewClusterCountsFromWhenItWasKnown(t *testing.T) {
 	o.Forget("new")
 	if silent, _ := o.SilentFor("new"); silent != 67*time.Second {
 		t.Errorf("forgotten cluster silent for %s, want 67s (since the hub started)", silent)
+	}
+}
+
+// fakeLease is the API server's copy of one cluster's Lease, read by ConfirmedSilentFor.
+type fakeLease struct {
+	renewTime time.Time
+	found     bool
+	err       error
+	reads     int
+}
+
+func (l *fakeLease) read(_ context.Context, _ string) (time.Time, bool, error) {
+	l.reads++
+	return l.renewTime, l.found, l.err
+}
+
+// A silence is confirmed with a read of the Lease before the hub acts on it: a renewal the
+// watch had not delivered restarts it, an unchanged Lease confirms it (one read a second at most),
+// and a failed read confirms nothing.
+func TestASilenceIsConfirmedAgainstTheAPIServer(t *testing.T) {
+	clock := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	o := NewObserver(clock)
+	lease := &fakeLease{}
+	o.SetReader(lease.read)
+	ctx := context.Background()
+	const grace = 20 * time.Second
+
+	first := clock.Now()
+	o.Observe("east", first)
+	lease.renewTime, lease.found = first, true
+	clock.Step(10 * time.Second)
+	if silent, err := o.ConfirmedSilentFor(ctx, "east", grace); err != nil || silent != 10*time.Second || lease.reads != 0 {
+		t.Fatalf("below the threshold: silent %s, err %v, %d reads; want 10s, no error, no read", silent, err, lease.reads)
+	}
+
+	// The watch fell behind: the API server has a renewal the hub never heard.
+	clock.Step(15 * time.Second)
+	lease.renewTime = first.Add(20 * time.Second)
+	if silent, err := o.ConfirmedSilentFor(ctx, "east", grace); err != nil || silent != 0 || lease.reads != 1 {
+		t.Fatalf("with an unheard renewal: silent %s, err %v, %d reads; want 0, no error, 1 read", silent, err, lease.reads)
+	}
+	// The watch catches up with that same renewal later: it is not a new one.
+	clock.Step(3 * time.Second)
+	o.Observe("east", lease.renewTime)
+	if silent, _ := o.SilentFor("east"); silent != 3*time.Second {
+		t.Errorf("after the watch delivered the renewal already read: silent %s, want 3s", silent)
+	}
+
+	// Real silence: confirmed by one read, which stands for a second.
+	clock.Step(grace)
+	if silent, err := o.ConfirmedSilentFor(ctx, "east", grace); err != nil || silent != grace+3*time.Second || lease.reads != 2 {
+		t.Fatalf("a silent agent: silent %s, err %v, %d reads; want 23s, no error, 2 reads", silent, err, lease.reads)
+	}
+	clock.Step(500 * time.Millisecond)
+	if _, err := o.ConfirmedSilentFor(ctx, "east", grace); err != nil || lease.reads != 2 {
+		t.Errorf("asked again within a second: err %v, %d reads; want the last confirmation (2 reads)", err, lease.reads)
+	}
+	clock.Step(time.Second)
+	if _, err := o.ConfirmedSilentFor(ctx, "east", grace); err != nil || lease.reads != 3 {
+		t.Errorf("asked again after a second: err %v, %d reads; want a new read (3)", err, lease.reads)
+	}
+
+	// A read that fails confirms nothing.
+	clock.Step(2 * time.Second)
+	lease.err = errors.New("connection refused")
+	if _, err := o.ConfirmedSilentFor(ctx, "east", grace); err == nil {
+		t.Error("a failed read confirmed the silence; want an error")
+	}
+
+	// A cluster whose Lease is gone (or never written) is silent since the hub first knew it.
+	o.Known("west")
+	clock.Step(grace)
+	lease.err, lease.found = nil, false
+	if silent, err := o.ConfirmedSilentFor(ctx, "west", grace); err != nil || silent != grace {
+		t.Errorf("no Lease: silent %s, err %v; want %s, no error", silent, err, grace)
 	}
 }

@@ -10,14 +10,18 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/heartbeat"
 	"github.com/dbfleet/dbfleet/pkg/hub"
 	"github.com/dbfleet/dbfleet/pkg/hub/clusterhealth"
+	"github.com/dbfleet/dbfleet/pkg/hub/liveness"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
@@ -165,5 +169,63 @@ func TestAgentClockSkewDoesNotMatter(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAWatchThatFellBehindIsNotASilentAgent runs the health reconcile against the real API
+// server with a Lease watch that delivered nothing since the first renewal, as when the hub or
+// the API server stalled: a renewal the API server has keeps the cluster Ready, and only a
+// silence the API server confirms marks it Ready=Unknown and tainted.
+func TestAWatchThatFellBehindIsNotASilentAgent(t *testing.T) {
+	const grace = 20 * time.Second
+	f := newFixture(t)
+	a := f.member("a", "r1", 100)
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: dbfleetv1alpha1.MemberNamespace(a), Name: heartbeat.LeaseName,
+			Labels: map[string]string{dbfleetv1alpha1.LabelCluster: a}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(a), LeaseDurationSeconds: ptr.To[int32](15),
+			RenewTime: &metav1.MicroTime{Time: time.Now()}},
+	}
+	if err := f.c.Create(f.ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	fakeClock := clocktesting.NewFakeClock(time.Now())
+	obs := liveness.NewObserver(fakeClock)
+	obs.SetReader(clusterhealth.ReadRenewTime(f.c)) // f.c reads the API server, no cache
+	obs.Observe(a, lease.Spec.RenewTime.Time)       // the last renewal the watch delivered
+	r := &clusterhealth.Reconciler{Client: f.c, Recorder: events.NewFakeRecorder(10), Clock: fakeClock,
+		GracePeriod: grace, Observer: obs}
+	reconcile := func() *dbfleetv1alpha1.MemberCluster {
+		t.Helper()
+		if _, err := r.Reconcile(f.ctx, ctrl.Request{NamespacedName: client.ObjectKey{Name: a}}); err != nil {
+			t.Fatal(err)
+		}
+		mc := &dbfleetv1alpha1.MemberCluster{}
+		if err := f.c.Get(f.ctx, client.ObjectKey{Name: a}, mc); err != nil {
+			t.Fatal(err)
+		}
+		return mc
+	}
+
+	// The agent renews; the hub's watch does not deliver it; the grace period runs out.
+	lease.Spec.RenewTime = &metav1.MicroTime{Time: lease.Spec.RenewTime.Add(5 * time.Second)}
+	if err := f.c.Update(f.ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	fakeClock.Step(grace + time.Second)
+	mc := reconcile()
+	if !meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady) || hasTaint(mc, dbfleetv1alpha1.TaintClusterUnreachable) {
+		t.Fatalf("a cluster whose renewal the watch had not delivered was marked %v, taints %v", mc.Status.Conditions, mc.Spec.Taints)
+	}
+	if silent, _ := obs.SilentFor(a); silent != 0 {
+		t.Errorf("silent for %s after the read found the renewal, want 0", silent)
+	}
+
+	// Now the agent is silent for the API server too.
+	fakeClock.Step(grace + time.Second)
+	mc = reconcile()
+	if !meta.IsStatusConditionPresentAndEqual(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady, metav1.ConditionUnknown) ||
+		!hasTaint(mc, dbfleetv1alpha1.TaintClusterUnreachable) {
+		t.Fatalf("a confirmed silence left the cluster %v, taints %v; want Ready=Unknown and the unreachable taint", mc.Status.Conditions, mc.Spec.Taints)
 	}
 }

@@ -1,0 +1,50 @@
+package databasecluster
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/hub/liveness"
+)
+
+// The failover gate promotes away from a cluster only once the API server confirms that its agent
+// has not renewed for fenceAfter + FencingMargin: a hub whose Lease watch fell behind has not
+// heard renewals the agent made, and promoting then would leave two primaries.
+func TestFailoverGatePromotesOnlyOnConfirmedSilence(t *testing.T) {
+	clock := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	obs := liveness.NewObserver(clock)
+	apiRenewTime, readErr := clock.Now(), error(nil)
+	obs.SetReader(func(context.Context, string) (time.Time, bool, error) { return apiRenewTime, true, readErr })
+	obs.Observe("east", apiRenewTime)
+	r := &Reconciler{Liveness: obs}
+	dbc := &dbfleetv1alpha1.DatabaseCluster{}
+	old := &dbfleetv1alpha1.MemberCluster{Status: dbfleetv1alpha1.MemberClusterStatus{
+		Agent: &dbfleetv1alpha1.AgentSettings{FenceAfterSeconds: 15}}}
+	ctx := context.Background()
+	const need = 15*time.Second + FencingMargin
+
+	// The hub heard nothing for longer than needed, but the agent renewed 2 s ago.
+	clock.Step(need + time.Second)
+	apiRenewTime = clock.Now().Add(-2 * time.Second)
+	if wait, reason, msg := r.failoverGate(ctx, dbc, old, "east", clock.Now()); wait != need || reason != ReasonWaitingForFencing {
+		t.Fatalf("with a renewal the watch had not delivered: wait %s, reason %q (%s); want %s, %s", wait, reason, msg, need, ReasonWaitingForFencing)
+	}
+
+	// The Lease cannot be read: the silence is not confirmed, so no promotion.
+	clock.Step(need + time.Second)
+	readErr = errors.New("the server is currently unable to handle the request")
+	if wait, reason, msg := r.failoverGate(ctx, dbc, old, "east", clock.Now()); wait == 0 || reason != ReasonWaitingForFencing {
+		t.Fatalf("with the Lease unreadable: wait %s, reason %q (%s); want a wait, %s", wait, reason, msg, ReasonWaitingForFencing)
+	}
+
+	// Confirmed: no renewal since; the agent has fenced itself.
+	readErr = nil
+	if wait, reason, msg := r.failoverGate(ctx, dbc, old, "east", clock.Now()); wait != 0 {
+		t.Fatalf("with the silence confirmed: wait %s, reason %q (%s); want to go ahead", wait, reason, msg)
+	}
+}
