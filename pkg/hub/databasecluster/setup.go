@@ -120,11 +120,18 @@ func readyStatus(mc *dbfleetv1alpha1.MemberCluster) string {
 // away, above the default 0 of a database created or edited.
 const availabilityPriority = 1
 
-// reportBatch is how long an agent's report waits in the queue for the reports of the database's
-// other shares, so that one reconcile (and one status write) takes them all: a share reports
-// twice (applied, then ready), and a database of three shares otherwise cost up to six
-// DatabaseCluster status writes.
+// reportBatch is how long an urgent report (see urgentReport) waits in the queue for the reports
+// of the database's other shares, so that one reconcile (and one status write) takes them all: a
+// share reports twice (applied, then ready), and a database of three shares otherwise cost up to
+// six DatabaseCluster status writes.
 const reportBatch = time.Second
+
+// progressBatch is how long any other report waits: a share's first report (applied, not yet
+// ready) changes only its placement's state from Pending to Progressing, and a DatabaseCluster
+// status write for that alone was about one of the three such writes per database. Its ready
+// report, if it comes within progressBatch, brings the reconcile forward to reportBatch and one
+// write carries both.
+const progressBatch = 5 * time.Second
 
 // memberDatabaseEvents enqueues a MemberDatabase's database. A share that became Available (or
 // stopped being so) goes ahead of the databases waiting to be placed: finishing what was started
@@ -152,9 +159,10 @@ func memberDatabaseEvents() handler.EventHandler {
 			case e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion():
 				priority = handler.LowPriority
 			case urgentReport(e.ObjectOld, e.ObjectNew):
-				priority = availabilityPriority
+				enqueue(q, e.ObjectNew, availabilityPriority, reportBatch)
+				return
 			}
-			enqueue(q, e.ObjectNew, priority, reportBatch)
+			enqueue(q, e.ObjectNew, priority, progressBatch)
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			enqueue(q, e.Object, availabilityPriority, 0)
@@ -193,7 +201,10 @@ func urgentReport(old, cur client.Object) bool {
 	flipped := func(condition string) bool {
 		return meta.IsStatusConditionTrue(o.Status.Conditions, condition) != meta.IsStatusConditionTrue(c.Status.Conditions, condition)
 	}
-	return flipped(dbfleetv1alpha1.ConditionAvailable) || flipped(dbfleetv1alpha1.ConditionFenced) || o.Status.Epoch != c.Status.Epoch
+	// A share moving from one epoch it acted on to another is a demotion (or re-promotion) the hub
+	// waits for; a new share's first epoch (from 0) is only its first report.
+	acked := o.Status.Epoch != 0 && o.Status.Epoch != c.Status.Epoch
+	return flipped(dbfleetv1alpha1.ConditionAvailable) || flipped(dbfleetv1alpha1.ConditionFenced) || acked
 }
 
 func databaseOfMember(obj client.Object) []reconcile.Request {

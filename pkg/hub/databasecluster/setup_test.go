@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -57,5 +58,57 @@ func TestAvailabilityReportsAreReconciledBeforeNewDatabases(t *testing.T) {
 			t.Fatalf("item %d off the queue is %s, want %s", i, item.Name, want)
 		}
 		q.Done(item)
+	}
+}
+
+// recordingQueue records how each request was added (priority and delay).
+type recordingQueue struct {
+	priorityqueue.PriorityQueue[reconcile.Request] // only AddWithOpts is called
+	added                                          map[string]priorityqueue.AddOpts
+}
+
+func (q *recordingQueue) AddWithOpts(o priorityqueue.AddOpts, reqs ...reconcile.Request) {
+	for _, r := range reqs {
+		q.added[r.Name] = o
+	}
+}
+
+// A share's first report (applied at its first epoch, not yet ready) waits progressBatch at the
+// default priority, so that its ready report, urgent and batched for only reportBatch, usually
+// takes it along in one status write; the acknowledgement of a later epoch (a demotion) stays
+// urgent.
+func TestAFirstReportWaitsForTheReadyOne(t *testing.T) {
+	q := &recordingQueue{added: map[string]priorityqueue.AddOpts{}}
+	mdb := func(db, rv string, epoch int64, available metav1.ConditionStatus) *dbfleetv1alpha1.MemberDatabase {
+		m := &dbfleetv1alpha1.MemberDatabase{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "member-east", Name: "shop-" + db, ResourceVersion: rv},
+			Spec:       dbfleetv1alpha1.MemberDatabaseSpec{DatabaseRef: dbfleetv1alpha1.DatabaseReference{Namespace: "shop", Name: db}},
+			Status:     dbfleetv1alpha1.MemberDatabaseStatus{Epoch: epoch},
+		}
+		if available != "" {
+			m.Status.Conditions = []metav1.Condition{{Type: dbfleetv1alpha1.ConditionAvailable, Status: available}}
+		}
+		return m
+	}
+	h := memberDatabaseEvents()
+	ctx := context.Background()
+	h.Update(ctx, event.UpdateEvent{ObjectOld: mdb("applied", "1", 0, ""), ObjectNew: mdb("applied", "2", 1, metav1.ConditionFalse)}, q)
+	h.Update(ctx, event.UpdateEvent{ObjectOld: mdb("ready", "2", 1, metav1.ConditionFalse), ObjectNew: mdb("ready", "3", 1, metav1.ConditionTrue)}, q)
+	h.Update(ctx, event.UpdateEvent{ObjectOld: mdb("demoted", "5", 1, metav1.ConditionTrue), ObjectNew: mdb("demoted", "6", 2, metav1.ConditionTrue)}, q)
+
+	for name, want := range map[string]priorityqueue.AddOpts{
+		"applied": {After: progressBatch, Priority: ptr.To(0)},
+		"ready":   {After: reportBatch, Priority: ptr.To(availabilityPriority)},
+		"demoted": {After: reportBatch, Priority: ptr.To(availabilityPriority)},
+	} {
+		got, ok := q.added[name]
+		if !ok {
+			t.Errorf("%s: not enqueued", name)
+			continue
+		}
+		if got.After != want.After || ptr.Deref(got.Priority, -1) != *want.Priority {
+			t.Errorf("%s: enqueued after %s at priority %d, want after %s at priority %d",
+				name, got.After, ptr.Deref(got.Priority, -1), want.After, *want.Priority)
+		}
 	}
 }
