@@ -13,10 +13,6 @@ import (
 // renew time, or found false when there is no Lease or it was never renewed.
 type RenewReader func(ctx context.Context, cluster string) (renewTime time.Time, found bool, err error)
 
-// confirmFor is how long a read that confirmed a silence stands for: callers that ask again within
-// it (the health reconcile and the failover gates of every database on the cluster) share it.
-const confirmFor = time.Second
-
 // Observer remembers, per cluster, the last renew time seen on its Lease and when (on the hub's
 // clock) it was seen to change. Go's time.Now carries a monotonic reading, so durations between
 // observations are immune to wall-clock jumps.
@@ -31,8 +27,8 @@ type Observer struct {
 
 	mu   sync.Mutex
 	seen map[string]observation
-	// confirmed is when a read of the API server last found the cluster's Lease unchanged.
-	confirmed map[string]time.Time
+	// confirmed is, per cluster, the last silence a read of the API server confirmed.
+	confirmed map[string]confirmation
 	// joined is when the hub first saw each cluster that has not renewed yet: a cluster joined
 	// while the hub runs gets its full grace period from then, not from the hub's start.
 	joined map[string]time.Time
@@ -43,9 +39,16 @@ type observation struct {
 	observedAt time.Time // the hub's clock
 }
 
+// confirmation is a silence the API server confirmed: no renewal after the one observed at since
+// (the hub's clock; zero: none observed), which had then lasted silent.
+type confirmation struct {
+	since  time.Time
+	silent time.Duration
+}
+
 // NewObserver starts observing now.
 func NewObserver(c clock.PassiveClock) *Observer {
-	return &Observer{clock: c, started: c.Now(), seen: map[string]observation{}, joined: map[string]time.Time{}, confirmed: map[string]time.Time{}}
+	return &Observer{clock: c, started: c.Now(), seen: map[string]observation{}, joined: map[string]time.Time{}, confirmed: map[string]confirmation{}}
 }
 
 // SetReader sets how a silence is confirmed against the API server (see ConfirmedSilentFor).
@@ -85,13 +88,20 @@ func (o *Observer) Known(cluster string) {
 func (o *Observer) SilentFor(cluster string) (time.Duration, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	silent, _ := o.silentLocked(cluster)
+	return silent, true
+}
+
+// silentLocked is SilentFor, and the observation it counts from (zero: none). o.mu is held.
+func (o *Observer) silentLocked(cluster string) (time.Duration, time.Time) {
 	last := o.started
-	if obs, ok := o.seen[cluster]; ok {
+	obs, ok := o.seen[cluster]
+	if ok {
 		last = obs.observedAt
 	} else if joined, ok := o.joined[cluster]; ok && joined.After(last) {
 		last = joined
 	}
-	return o.clock.Since(last), true
+	return o.clock.Since(last), obs.observedAt
 }
 
 // LastObserved is when the hub last saw the cluster renew; zero if never.
@@ -108,15 +118,18 @@ func (o *Observer) LastObserved(cluster string) time.Time {
 // Ready=Unknown nor let another cluster be promoted while the agent still holds its primary. The
 // read counts as an observation: a renew time the watch had not delivered yet restarts the
 // silence now, which errs on the side of waiting. An error means the silence is not confirmed.
+//
+// A confirmed silence stands until the hub observes a renewal: the agent did miss that much, and
+// an agent that missed fenceAfter has fenced its primaries at their epoch for good (it unfences
+// only at a higher epoch from the hub), so a later decision needs no new read. That keeps the
+// failover gates of the thousands of databases on lost clusters from reading the same Leases
+// again and again, each read waiting behind the hub's own writes in its API server flow.
 func (o *Observer) ConfirmedSilentFor(ctx context.Context, cluster string, over time.Duration) (time.Duration, error) {
-	silent, _ := o.SilentFor(cluster)
-	if silent < over || o.read == nil {
-		return silent, nil
-	}
 	o.mu.Lock()
-	at, ok := o.confirmed[cluster]
+	silent, since := o.silentLocked(cluster)
+	c, ok := o.confirmed[cluster]
 	o.mu.Unlock()
-	if ok && o.clock.Since(at) < confirmFor {
+	if silent < over || o.read == nil || (ok && c.since.Equal(since) && c.silent >= over) {
 		return silent, nil
 	}
 	renewTime, found, err := o.read(ctx, cluster)
@@ -128,7 +141,10 @@ func (o *Observer) ConfirmedSilentFor(ctx context.Context, cluster string, over 
 	prev, seen := o.seen[cluster]
 	renewed := found && (!seen || !prev.renewTime.Equal(renewTime))
 	if !renewed {
-		o.confirmed[cluster] = o.clock.Now()
+		// Confirmed: no renewal after the observation the silence counts from now (the watch may
+		// have delivered a newer one while the read was out; then this confirms that one).
+		silent, since = o.silentLocked(cluster)
+		o.confirmed[cluster] = confirmation{since: since, silent: silent}
 	}
 	o.mu.Unlock()
 	if renewed {

@@ -53,8 +53,8 @@ func (l *fakeLease) read(_ context.Context, _ string) (time.Time, bool, error) {
 }
 
 // A silence is confirmed with a read of the Lease before the hub acts on it: a renewal the
-// watch had not delivered restarts it, an unchanged Lease confirms it (one read a second at most),
-// and a failed read confirms nothing.
+// watch had not delivered restarts it, an unchanged Lease confirms it until the next renewal is
+// observed, and a failed read confirms nothing.
 func TestASilenceIsConfirmedAgainstTheAPIServer(t *testing.T) {
 	clock := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
 	o := NewObserver(clock)
@@ -84,22 +84,32 @@ func TestASilenceIsConfirmedAgainstTheAPIServer(t *testing.T) {
 		t.Errorf("after the watch delivered the renewal already read: silent %s, want 3s", silent)
 	}
 
-	// Real silence: confirmed by one read, which stands for a second.
+	// Real silence: confirmed by one read at half the grace period, which does not stand for the
+	// whole grace period; the read at the grace period does, for good.
+	clock.Step(grace/2 - 3*time.Second)
+	if silent, err := o.ConfirmedSilentFor(ctx, "east", grace/2); err != nil || silent != grace/2 || lease.reads != 2 {
+		t.Fatalf("suspect: silent %s, err %v, %d reads; want %s, no error, 2 reads", silent, err, lease.reads, grace/2)
+	}
+	clock.Step(grace / 2)
+	if silent, err := o.ConfirmedSilentFor(ctx, "east", grace); err != nil || silent != grace || lease.reads != 3 {
+		t.Fatalf("a silent agent: silent %s, err %v, %d reads; want %s, no error, 3 reads", silent, err, lease.reads, grace)
+	}
+	clock.Step(time.Minute)
+	if silent, err := o.ConfirmedSilentFor(ctx, "east", grace); err != nil || silent != grace+time.Minute || lease.reads != 3 {
+		t.Errorf("asked again a minute later: silent %s, err %v, %d reads; want the confirmation to stand (3 reads)", silent, err, lease.reads)
+	}
+	// A renewal observed ends it: the next silence is confirmed afresh.
+	lease.renewTime = lease.renewTime.Add(time.Minute)
+	o.Observe("east", lease.renewTime)
 	clock.Step(grace)
-	if silent, err := o.ConfirmedSilentFor(ctx, "east", grace); err != nil || silent != grace+3*time.Second || lease.reads != 2 {
-		t.Fatalf("a silent agent: silent %s, err %v, %d reads; want 23s, no error, 2 reads", silent, err, lease.reads)
-	}
-	clock.Step(500 * time.Millisecond)
-	if _, err := o.ConfirmedSilentFor(ctx, "east", grace); err != nil || lease.reads != 2 {
-		t.Errorf("asked again within a second: err %v, %d reads; want the last confirmation (2 reads)", err, lease.reads)
-	}
-	clock.Step(time.Second)
-	if _, err := o.ConfirmedSilentFor(ctx, "east", grace); err != nil || lease.reads != 3 {
-		t.Errorf("asked again after a second: err %v, %d reads; want a new read (3)", err, lease.reads)
+	if _, err := o.ConfirmedSilentFor(ctx, "east", grace); err != nil || lease.reads != 4 {
+		t.Errorf("silent again after a renewal: err %v, %d reads; want a new read (4)", err, lease.reads)
 	}
 
 	// A read that fails confirms nothing.
-	clock.Step(2 * time.Second)
+	lease.renewTime = lease.renewTime.Add(time.Minute)
+	o.Observe("east", lease.renewTime)
+	clock.Step(grace)
 	lease.err = errors.New("connection refused")
 	if _, err := o.ConfirmedSilentFor(ctx, "east", grace); err == nil {
 		t.Error("a failed read confirmed the silence; want an error")

@@ -195,25 +195,30 @@ func TestAWatchThatFellBehindIsNotASilentAgent(t *testing.T) {
 	obs.Observe(a, lease.Spec.RenewTime.Time)       // the last renewal the watch delivered
 	r := &clusterhealth.Reconciler{Client: f.c, Recorder: events.NewFakeRecorder(10), Clock: fakeClock,
 		GracePeriod: grace, Observer: obs}
-	reconcile := func() *dbfleetv1alpha1.MemberCluster {
+	reconcile := func() (*dbfleetv1alpha1.MemberCluster, time.Duration) {
 		t.Helper()
-		if _, err := r.Reconcile(f.ctx, ctrl.Request{NamespacedName: client.ObjectKey{Name: a}}); err != nil {
+		res, err := r.Reconcile(f.ctx, ctrl.Request{NamespacedName: client.ObjectKey{Name: a}})
+		if err != nil {
 			t.Fatal(err)
 		}
 		mc := &dbfleetv1alpha1.MemberCluster{}
 		if err := f.c.Get(f.ctx, client.ObjectKey{Name: a}, mc); err != nil {
 			t.Fatal(err)
 		}
-		return mc
+		return mc, res.RequeueAfter
+	}
+	if _, next := reconcile(); next != grace/2+time.Second/10 {
+		t.Errorf("right after a renewal the reconcile looks again in %s, want when the silence becomes suspect (%s)", next, grace/2+time.Second/10)
 	}
 
-	// The agent renews; the hub's watch does not deliver it; the grace period runs out.
+	// The agent renews; the hub's watch does not deliver it; half the grace period goes by, and
+	// the hub checks its silence with the API server: a renewal, counted from now.
 	lease.Spec.RenewTime = &metav1.MicroTime{Time: lease.Spec.RenewTime.Add(5 * time.Second)}
 	if err := f.c.Update(f.ctx, lease); err != nil {
 		t.Fatal(err)
 	}
-	fakeClock.Step(grace + time.Second)
-	mc := reconcile()
+	fakeClock.Step(grace/2 + time.Second)
+	mc, _ := reconcile()
 	if !meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady) || hasTaint(mc, dbfleetv1alpha1.TaintClusterUnreachable) {
 		t.Fatalf("a cluster whose renewal the watch had not delivered was marked %v, taints %v", mc.Status.Conditions, mc.Spec.Taints)
 	}
@@ -221,11 +226,25 @@ func TestAWatchThatFellBehindIsNotASilentAgent(t *testing.T) {
 		t.Errorf("silent for %s after the read found the renewal, want 0", silent)
 	}
 
-	// Now the agent is silent for the API server too.
-	fakeClock.Step(grace + time.Second)
-	mc = reconcile()
+	// Now the agent is silent for the API server too: at the grace period the silence is read
+	// again, confirmed, and acted on.
+	fakeClock.Step(grace/2 + time.Second)
+	if mc, next := reconcile(); !meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady) || next != grace/2-time.Second+time.Second/10 {
+		t.Fatalf("suspect but within the grace period: %v, next look in %s; want Ready, and a look when the grace period runs out", mc.Status.Conditions, next)
+	}
+	fakeClock.Step(grace / 2)
+	mc, _ = reconcile()
 	if !meta.IsStatusConditionPresentAndEqual(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady, metav1.ConditionUnknown) ||
 		!hasTaint(mc, dbfleetv1alpha1.TaintClusterUnreachable) {
 		t.Fatalf("a confirmed silence left the cluster %v, taints %v; want Ready=Unknown and the unreachable taint", mc.Status.Conditions, mc.Spec.Taints)
+	}
+
+	// Reconciled again while it stays silent (every write of the MemberCluster reconciles it), the
+	// lost cluster is not written again: its status says nothing that grows with the silence. (The
+	// reconcile after the taints were added records their generation in the conditions, once.)
+	mc, _ = reconcile()
+	fakeClock.Step(time.Minute)
+	if again, _ := reconcile(); again.ResourceVersion != mc.ResourceVersion {
+		t.Errorf("a lost cluster was written again a minute later: status %v", again.Status.Conditions)
 	}
 }
