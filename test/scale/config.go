@@ -67,8 +67,8 @@ func DefaultConfig() Config {
 		HubRestart:       true,
 		Failover:         true,
 		FailoverFraction: 0.1,
-		// 10,000 databases were all Available 22 minutes after the last create on a 2-core machine
-		// (the whole run took 48 minutes; docs/performance.md); earlier code took an hour.
+		// 10,000 databases were all Available 15–25 minutes after the last create on a 2-core
+		// machine (a whole run takes about 50 minutes; docs/performance.md).
 		Timeout: 90 * time.Minute,
 		// The design's defaults.
 		HeartbeatInterval:    5 * time.Second,

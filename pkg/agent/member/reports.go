@@ -1,12 +1,10 @@
 package member
 
 import (
-	"sync"
-
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/ownwrites"
 )
 
 // reports remembers, per MemberDatabase, the status the agent last wrote and the resourceVersion
@@ -21,42 +19,30 @@ import (
 // never holds up fencing. Only the agent writes MemberDatabase status, so its last write is what
 // the hub has.
 type reports struct {
-	last sync.Map // types.NamespacedName → *report (a pointer: CompareAndDelete compares the values)
-}
-
-type report struct {
-	resourceVersion string
-	status          dbfleetv1alpha1.MemberDatabaseStatus
+	last ownwrites.Tracker
 }
 
 // wrote records the status the hub accepted for mdb (mdb as the write returned it).
 func (r *reports) wrote(mdb *dbfleetv1alpha1.MemberDatabase) {
-	if mdb.ResourceVersion == "" {
-		return
-	}
-	r.last.Store(types.NamespacedName{Namespace: mdb.Namespace, Name: mdb.Name},
-		&report{resourceVersion: mdb.ResourceVersion, status: *mdb.Status.DeepCopy()})
+	r.last.WroteValue(keyOf(mdb), mdb.ResourceVersion, mdb.Status.DeepCopy())
 }
 
 // catchUp gives mdb, read from the cache, the status of the agent's last write when the cache has
 // not shown that write yet, and reports whether it did. Once the cache has caught up the write is
-// forgotten. Versions that are not comparable integers are never called behind (KEP-5504).
+// forgotten.
 func (r *reports) catchUp(mdb *dbfleetv1alpha1.MemberDatabase) bool {
-	key := types.NamespacedName{Namespace: mdb.Namespace, Name: mdb.Name}
-	v, ok := r.last.Load(key)
-	if !ok {
-		return false
+	v, behind := r.last.Last(keyOf(mdb), mdb.ResourceVersion)
+	if behind {
+		v.(*dbfleetv1alpha1.MemberDatabaseStatus).DeepCopyInto(&mdb.Status)
 	}
-	last := v.(*report)
-	if cmp, err := resourceversion.CompareResourceVersion(mdb.ResourceVersion, last.resourceVersion); err == nil && cmp < 0 {
-		last.status.DeepCopyInto(&mdb.Status)
-		return true
-	}
-	r.last.CompareAndDelete(key, v)
-	return false
+	return behind
 }
 
 // forget drops what is remembered of a share that is going away.
 func (r *reports) forget(key types.NamespacedName) {
-	r.last.Delete(key)
+	r.last.Forget(key)
+}
+
+func keyOf(mdb *dbfleetv1alpha1.MemberDatabase) types.NamespacedName {
+	return types.NamespacedName{Namespace: mdb.Namespace, Name: mdb.Name}
 }

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/hub/ownwrites"
+	"github.com/dbfleet/dbfleet/pkg/ownwrites"
 	"github.com/dbfleet/dbfleet/pkg/policy"
 )
 

@@ -57,3 +57,16 @@ func TestIncomparableVersionsAreNeverBehind(t *testing.T) {
 		t.Error("an empty written version was remembered")
 	}
 }
+
+// Last gives back what was written while the cache is behind it, and nothing once it caught up.
+func TestLastGivesWhatWasWrittenWhileBehind(t *testing.T) {
+	var tr Tracker
+	db := types.NamespacedName{Namespace: "shop", Name: "orders"}
+	tr.WroteValue(db, "120", "ready")
+	if v, behind := tr.Last(db, "100"); !behind || v != "ready" {
+		t.Errorf("cache at 100: %v, %v; want the value written at 120", v, behind)
+	}
+	if v, behind := tr.Last(db, "120"); behind || v != nil {
+		t.Errorf("cache at 120: %v, %v; want nothing, caught up", v, behind)
+	}
+}

@@ -17,17 +17,27 @@ import (
 )
 
 // Tracker remembers, per object, the resourceVersion the API server gave the controller's last
-// write of it, until the cache has shown that version or a later one. It is safe for concurrent
-// use; controller-runtime never reconciles one object in two workers at once, so the calls for
-// one key come in order.
+// write of it (and, if the controller wants, what it wrote), until the cache has shown that
+// version or a later one. It is safe for concurrent use; controller-runtime never reconciles one
+// object in two workers at once, so the calls for one key come in order.
 type Tracker struct {
-	written sync.Map // types.NamespacedName → string
+	written sync.Map // types.NamespacedName → *write (a pointer: CompareAndDelete compares values)
+}
+
+type write struct {
+	resourceVersion string
+	value           any
 }
 
 // Wrote records that the controller's write of key was answered with resourceVersion rv.
 func (t *Tracker) Wrote(key types.NamespacedName, rv string) {
+	t.WroteValue(key, rv, nil)
+}
+
+// WroteValue is Wrote, remembering value (what was written) for Last.
+func (t *Tracker) WroteValue(key types.NamespacedName, rv string, value any) {
 	if rv != "" {
-		t.written.Store(key, rv)
+		t.written.Store(key, &write{resourceVersion: rv, value: value})
 	}
 }
 
@@ -36,16 +46,23 @@ func (t *Tracker) Wrote(key types.NamespacedName, rv string) {
 // Versions that are not comparable integers (an API server that does not promise KEP-5504) are
 // never called behind: the controller then acts as it would without the tracker.
 func (t *Tracker) Behind(key types.NamespacedName, cachedRV string) bool {
+	_, behind := t.Last(key, cachedRV)
+	return behind
+}
+
+// Last is Behind, also returning the value given to WroteValue when the cache is behind.
+func (t *Tracker) Last(key types.NamespacedName, cachedRV string) (any, bool) {
 	v, ok := t.written.Load(key)
 	if !ok {
-		return false
+		return nil, false
 	}
-	cmp, err := resourceversion.CompareResourceVersion(cachedRV, v.(string))
+	w := v.(*write)
+	cmp, err := resourceversion.CompareResourceVersion(cachedRV, w.resourceVersion)
 	if err == nil && cmp < 0 {
-		return true
+		return w.value, true
 	}
 	t.written.CompareAndDelete(key, v)
-	return false
+	return nil, false
 }
 
 // Forget drops what is remembered of key, for an object that is gone.
