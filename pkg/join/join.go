@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -109,12 +110,13 @@ func Join(ctx context.Context, c client.Client, hub HubEndpoint, o Options) (*Re
 // joinAgent creates the agent's hub credential, mints its token and renders its manifests.
 func joinAgent(ctx context.Context, c client.Client, hub HubEndpoint, o *Options, res *Result) error {
 	// RBAC before the ServiceAccount: the moment a token exists, it can do what it needs.
-	for _, obj := range []client.Object{
-		agentRole(o.Name), agentRoleBinding(o.Name), agentClusterRole(o.Name), agentClusterRoleBinding(o.Name),
-	} {
+	for _, obj := range []client.Object{agentRole(o.Name), agentRoleBinding(o.Name)} {
 		if err := apply(ctx, c, obj); err != nil {
 			return err
 		}
+	}
+	if err := deleteLegacyClusterRole(ctx, c, o.Name); err != nil {
+		return err
 	}
 	sa := agentServiceAccount(o.Name)
 	oldUID, err := replaceServiceAccount(ctx, c, sa)
@@ -202,8 +204,8 @@ func (r *Result) Summary() string {
 			r.KubeconfigSecret.Namespace, r.KubeconfigSecret.Name, KubeconfigKey)
 	}
 	if r.ServiceAccount != nil {
-		fmt.Fprintf(&b, "agent credential: ServiceAccount %s/%s with Role %s and ClusterRole %s; token valid until %s\n",
-			r.ServiceAccount.Namespace, r.ServiceAccount.Name, AgentName, ClusterRoleName(mc.Name), r.TokenExpiry.UTC().Format(time.RFC3339))
+		fmt.Fprintf(&b, "agent credential: ServiceAccount %s/%s with Role %s in its namespace, nothing cluster-wide; token valid until %s\n",
+			r.ServiceAccount.Namespace, r.ServiceAccount.Name, AgentName, r.TokenExpiry.UTC().Format(time.RFC3339))
 		if r.RevokedServiceAccountUID != "" {
 			fmt.Fprintf(&b, "rotated: the previous ServiceAccount (uid %s) was deleted and recreated, so every token from an earlier join stops working\n"+
 				"  (within the API server's 10 s authentication cache); apply the new manifests to the member, or its running agent loses the hub\n", r.RevokedServiceAccountUID)
@@ -213,4 +215,19 @@ func (r *Result) Summary() string {
 		fmt.Fprintf(&b, "warning: %s\n", w)
 	}
 	return b.String()
+}
+
+// deleteLegacyClusterRole removes the ClusterRole and ClusterRoleBinding with which joins before
+// the MemberClusterReport let the agent write its MemberCluster's status: a re-join upgrades the
+// cluster to the namespaced grant, and the hub API server stops scanning the binding.
+func deleteLegacyClusterRole(ctx context.Context, c client.Client, cluster string) error {
+	for _, obj := range []client.Object{
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ClusterRoleName(cluster)}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ClusterRoleName(cluster)}},
+	} {
+		if err := c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete the legacy %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	return nil
 }

@@ -71,16 +71,14 @@ func TestRulesAreExact(t *testing.T) {
 		rules []rbacv1.PolicyRule
 		want  []string
 	}{
-		{"hub Role", AgentRoleRules(), []string{
+		{"hub Role", AgentRoleRules("east"), []string{
 			"dbfleet.io memberdatabases [] get,list,watch,update,patch",
 			"dbfleet.io memberdatabases/status [] get,update,patch",
 			"coordination.k8s.io leases [dbfleet-agent] get,update",
 			"coordination.k8s.io leases [] create",
+			"dbfleet.io memberclusterreports [east] get,update,patch",
+			"dbfleet.io memberclusterreports [] create",
 			",events.k8s.io events [] create,patch",
-		}},
-		{"hub ClusterRole", AgentClusterRoleRules("east"), []string{
-			"dbfleet.io memberclusters [east] get",
-			"dbfleet.io memberclusters/status [east] get,update,patch",
 		}},
 		{"member ClusterRole", AgentMemberRules(), []string{
 			"apps statefulsets [] get,list,watch,create,update,patch,delete",
@@ -112,7 +110,7 @@ func TestHubObjectsAreLabelled(t *testing.T) {
 	}
 	for _, obj := range []interface{ GetLabels() map[string]string }{
 		mc, memberNamespace("east"), agentServiceAccount("east"), agentRole("east"), agentRoleBinding("east"),
-		agentClusterRole("east"), agentClusterRoleBinding("east"), pushSecret("east", nil),
+		pushSecret("east", nil),
 	} {
 		l := obj.GetLabels()
 		if l["dbfleet.io/cluster"] != "east" || l[LabelManagedBy] != ManagedByJoin {

@@ -37,8 +37,9 @@ const (
 	MaxNameLength = 56
 )
 
-// ClusterRoleName is the hub ClusterRole (and ClusterRoleBinding) that lets a cluster's agent read
-// its own MemberCluster and write its status.
+// ClusterRoleName is the hub ClusterRole (and ClusterRoleBinding) with which joins before the
+// MemberClusterReport let a cluster's agent read its own MemberCluster and write its status. Join
+// no longer creates them; join and unjoin delete them.
 func ClusterRoleName(cluster string) string { return AgentName + "-" + cluster }
 
 // PushSecretName names the hub Secret (in dbfleet-system) holding a Push cluster's kubeconfig: the

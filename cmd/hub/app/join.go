@@ -204,8 +204,8 @@ func newUnjoinCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "unjoin NAME",
 		Short: "Remove a member cluster from the hub and revoke its agent's credential",
-		Long: `Unjoin deletes the agent's ServiceAccount on the hub (its tokens stop working at once) and its
-ClusterRole and ClusterRoleBinding dbfleet-agent-NAME, the MemberCluster NAME, the namespace
+		Long: `Unjoin deletes the agent's ServiceAccount on the hub (its tokens stop working at once), the
+ClusterRole and ClusterRoleBinding dbfleet-agent-NAME if an earlier version created them, the MemberCluster NAME, the namespace
 member-NAME, and in Push mode the hub Secret holding the member's kubeconfig. It does not touch the
 member cluster: delete the agent there with kubectl delete namespace dbfleet-system and
 kubectl delete clusterrole,clusterrolebinding dbfleet-agent.

@@ -3,7 +3,6 @@ package heartbeat
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -25,11 +24,11 @@ import (
 // LeaseName is the name of the agent's Lease in member-<cluster> on the hub.
 const LeaseName = "dbfleet-agent"
 
-// Reasons of the conditions the agent sets on its MemberCluster.
+// Reasons of the Ready condition of the agent's MemberClusterReport (the hub copies it into the
+// MemberCluster).
 const (
 	ReasonAgentReady         = "AgentReady"
 	ReasonMemberAPIUnhealthy = "MemberAPIServerUnhealthy"
-	ReasonHeartbeating       = "Heartbeating"
 )
 
 // Heartbeat renews the agent's hub Lease and reports the member cluster's status.
@@ -37,7 +36,7 @@ type Heartbeat struct {
 	// Cluster is the MemberCluster name.
 	Cluster string
 	// Hub reaches the hub directly: the agent may get and update only its own Lease and
-	// MemberCluster, so it cannot list and watch them into a cache.
+	// MemberClusterReport, so it cannot list and watch them into a cache.
 	Hub client.Client
 	// Member reads the member's Nodes and Pods (a cache is fine).
 	Member client.Reader
@@ -52,21 +51,10 @@ type Heartbeat struct {
 
 	// lease is the Lease as the last renewal left it, so the next one needs no read.
 	lease *coordinationv1.Lease
-	// known is the MemberCluster as the hub last had it to the agent's knowledge, and
-	// beatsSinceRead how many beats ago it was read: a beat with nothing new to report reads
-	// nothing, which at 1,000 clusters halves the hub requests of the whole fleet at rest.
-	known          *dbfleetv1alpha1.MemberCluster
-	beatsSinceRead int
-	// renewalFailed tells the report loop that a renewal failed since its last report.
-	renewalFailed atomic.Bool
+	// known is the report as the agent last wrote or read it: only the agent writes its report,
+	// so a beat with nothing new to report costs no request.
+	known *dbfleetv1alpha1.MemberClusterReport
 }
-
-// rereadEvery bounds how many beats the agent trusts its copy of the MemberCluster: the hub
-// may have changed its conditions (Ready=Unknown when it missed renewals) without the agent
-// failing a renewal, and the agent then restores them within this many beats (a minute at the
-// default 5 s). A failed renewal drops the copy at once. At 1,000 clusters every 6th beat was
-// 33 reads a second of the hub API server's budget.
-const rereadEvery = 12
 
 // Start runs until ctx ends, renewing the Lease and reporting the status every Interval. It
 // implements manager.Runnable.
@@ -128,8 +116,6 @@ func (h *Heartbeat) Renew(ctx context.Context) error {
 	start := h.Clock.Now() // freshness counts from the start of the request, never its end
 	if err := h.renewLease(ctx); err != nil {
 		h.lease = nil // after a failure, trust no copy
-		// The hub may have marked the cluster Unknown meanwhile: the next report reads it.
-		h.renewalFailed.Store(true)
 		return err
 	}
 	if h.Guard != nil {
@@ -138,13 +124,11 @@ func (h *Heartbeat) Renew(ctx context.Context) error {
 	return nil
 }
 
-// Report writes the MemberCluster status when it changed. Safe to run concurrently with Renew.
+// Report writes the cluster's MemberClusterReport when it changed. Safe to run concurrently
+// with Renew.
 func (h *Heartbeat) Report(ctx context.Context) error {
-	if h.renewalFailed.Swap(false) {
-		h.known = nil
-	}
-	if err := h.reportStatus(ctx); err != nil {
-		h.known = nil
+	if err := h.report(ctx); err != nil {
+		h.known = nil // after a failure, trust no copy: the next beat reads the report again
 		return err
 	}
 	return nil
@@ -199,100 +183,89 @@ func (h *Heartbeat) renewLease(ctx context.Context) error {
 	return nil
 }
 
-// reportStatus writes the MemberCluster status when it changed. It reads the MemberCluster only
-// when it has no copy or its copy is rereadEvery beats old, and then from the API server's watch
-// cache (resourceVersion "0"), not etcd. Every patch carries the resourceVersion of the copy it
-// was computed against: a patch from a copy older than the hub's last change (the hub writes
-// conditions into the same list) is refused with a conflict, and the agent reads the
-// MemberCluster from etcd and patches once more. So the agent never writes back conditions the
-// hub has changed since, and a change to report costs one request, not a read and a write.
-func (h *Heartbeat) reportStatus(ctx context.Context) error {
-	h.beatsSinceRead++
-	base := h.known
-	if base == nil || h.beatsSinceRead >= rereadEvery {
-		fresh, err := h.readMemberCluster(ctx, cachedRead)
-		if err != nil {
-			return err
-		}
-		base = fresh
-	}
-	err := h.patchStatus(ctx, base)
-	if apierrors.IsConflict(err) {
-		fresh, rerr := h.readMemberCluster(ctx, consistentRead)
-		if rerr != nil {
-			return rerr
-		}
-		err = h.patchStatus(ctx, fresh)
+// report writes the agent's MemberClusterReport (member-<cluster>/<cluster>) when what it would
+// say differs from the copy the agent knows. It reads the report only when it has no copy (at
+// start and after a failure), and creates it when there is none. Each update carries the
+// resourceVersion of the copy it was computed against: when someone else changed or deleted the
+// report meanwhile, the write is refused, and the agent reads the report and writes once more.
+func (h *Heartbeat) report(ctx context.Context) error {
+	err := h.writeReport(ctx)
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err) {
+		h.known = nil
+		err = h.writeReport(ctx)
 	}
 	return err
 }
 
-// A read of the MemberCluster from the API server's watch cache, or from etcd.
-const (
-	cachedRead     = "0"
-	consistentRead = ""
-)
-
-func (h *Heartbeat) readMemberCluster(ctx context.Context, resourceVersion string) (*dbfleetv1alpha1.MemberCluster, error) {
-	mc := &dbfleetv1alpha1.MemberCluster{}
-	opts := &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: resourceVersion}}
-	if err := h.Hub.Get(ctx, client.ObjectKey{Name: h.Cluster}, mc, opts); err != nil {
-		return nil, fmt.Errorf("read MemberCluster: %w", err)
+func (h *Heartbeat) writeReport(ctx context.Context) error {
+	if h.known == nil {
+		known, err := h.readReport(ctx)
+		if err != nil {
+			return err
+		}
+		h.known = known
 	}
-	h.beatsSinceRead = 0
-	return mc, nil
-}
-
-// patchStatus sets the agent's status on a copy of base and patches it, against base's
-// resourceVersion, when it differs from base. The patched (or unchanged) copy becomes known.
-func (h *Heartbeat) patchStatus(ctx context.Context, base *dbfleetv1alpha1.MemberCluster) error {
-	mc := base.DeepCopy()
-	if err := h.desiredStatus(ctx, mc); err != nil {
+	desired := h.known.DeepCopy()
+	if err := h.desiredStatus(ctx, &desired.Status); err != nil {
 		return err
 	}
-	if equality.Semantic.DeepEqual(base.Status, mc.Status) {
-		h.known = base
+	if h.known.ResourceVersion != "" && equality.Semantic.DeepEqual(h.known.Status, desired.Status) {
 		return nil
 	}
-	if err := h.Hub.Status().Patch(ctx, mc, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("report MemberCluster status: %w", err)
+	if h.known.ResourceVersion == "" {
+		if err := h.Hub.Create(ctx, desired); err != nil {
+			return fmt.Errorf("create MemberClusterReport: %w", err)
+		}
+	} else if err := h.Hub.Update(ctx, desired); err != nil {
+		return fmt.Errorf("update MemberClusterReport: %w", err)
 	}
-	h.known = mc
+	h.known = desired
 	return nil
 }
 
-// desiredStatus sets in mc's status what the agent reports: its settings, its connection, and
-// the member's version, health and capacity.
-func (h *Heartbeat) desiredStatus(ctx context.Context, mc *dbfleetv1alpha1.MemberCluster) error {
-	st := &mc.Status
-	gen := mc.Generation
+// readReport reads the agent's report from the API server, or returns a new one to create.
+func (h *Heartbeat) readReport(ctx context.Context) (*dbfleetv1alpha1.MemberClusterReport, error) {
+	key := client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(h.Cluster), Name: h.Cluster}
+	report := &dbfleetv1alpha1.MemberClusterReport{}
+	err := h.Hub.Get(ctx, key, report)
+	if apierrors.IsNotFound(err) {
+		return &dbfleetv1alpha1.MemberClusterReport{ObjectMeta: metav1.ObjectMeta{
+			Namespace: key.Namespace, Name: key.Name,
+			Labels: map[string]string{dbfleetv1alpha1.LabelCluster: h.Cluster},
+		}}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read MemberClusterReport: %w", err)
+	}
+	return report, nil
+}
+
+// desiredStatus sets in st what the agent reports: its settings, and the member's version,
+// health and capacity.
+func (h *Heartbeat) desiredStatus(ctx context.Context, st *dbfleetv1alpha1.MemberClusterReportStatus) error {
 	st.Agent = &dbfleetv1alpha1.AgentSettings{
 		HeartbeatIntervalSeconds: int32(h.Interval / time.Second),
 		FenceAfterSeconds:        int32(h.FenceAfter / time.Second),
 		Version:                  h.AgentVersion,
 	}
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: dbfleetv1alpha1.ConditionAgentConnected, Status: metav1.ConditionTrue, Reason: ReasonHeartbeating,
-		Message: fmt.Sprintf("the agent renews its hub lease every %s", h.Interval), ObservedGeneration: gen,
-	})
 	version, verr := h.MemberDiscovery.ServerVersion()
 	if verr != nil {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 			Type: dbfleetv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonMemberAPIUnhealthy,
-			Message: fmt.Sprintf("the agent cannot reach its member API server: %v", verr), ObservedGeneration: gen,
+			Message: fmt.Sprintf("the agent cannot reach its member API server: %v", verr),
 		})
-	} else {
-		st.KubernetesVersion = version.GitVersion
-		summary, err := Summarize(ctx, h.Member)
-		if err != nil {
-			return err
-		}
-		st.ResourceSummary = summary
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: dbfleetv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonAgentReady,
-			Message: "the agent and its member API server are healthy", ObservedGeneration: gen,
-		})
+		return nil
 	}
+	st.KubernetesVersion = version.GitVersion
+	summary, err := Summarize(ctx, h.Member)
+	if err != nil {
+		return err
+	}
+	st.ResourceSummary = summary
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: dbfleetv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonAgentReady,
+		Message: "the agent and its member API server are healthy",
+	})
 	return nil
 }
 

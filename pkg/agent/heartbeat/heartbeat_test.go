@@ -29,13 +29,12 @@ func (fixedVersion) ServerVersion() (*version.Info, error) {
 }
 
 // A beat with nothing new to report costs one request, the lease renewal: it reads neither the
-// Lease nor the MemberCluster, except every rereadEvery beats.
+// Lease nor the report. A change to report costs one more, the report's update, and no read.
 func TestBeatReadsOnlyWhatItMust(t *testing.T) {
 	ctx := context.Background()
 	s := scheme.New()
-	mc := &dbfleetv1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Name: "east"}}
 	var gets, writes int
-	hub := fake.NewClientBuilder().WithScheme(s).WithObjects(mc).WithStatusSubresource(mc).
+	hub := fake.NewClientBuilder().WithScheme(s).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 				gets++
@@ -47,29 +46,43 @@ func TestBeatReadsOnlyWhatItMust(t *testing.T) {
 			},
 		}).Build()
 	clock := clocktesting.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	member := &switchableVersion{}
 	hb := &Heartbeat{
-		Cluster: "east", Hub: hub, Member: fake.NewClientBuilder().WithScheme(s).Build(), MemberDiscovery: fixedVersion{},
+		Cluster: "east", Hub: hub, Member: fake.NewClientBuilder().WithScheme(s).Build(), MemberDiscovery: member,
 		Interval: 5 * time.Second, FenceAfter: 15 * time.Second, AgentVersion: "test", Clock: clock,
 	}
 	if err := hb.Beat(ctx); err != nil {
 		t.Fatal(err)
 	}
+	report := &dbfleetv1alpha1.MemberClusterReport{}
+	if err := hub.Get(ctx, client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace("east"), Name: "east"}, report); err != nil {
+		t.Fatalf("the first beat wrote no report: %v", err)
+	}
+	if c := meta.FindStatusCondition(report.Status.Conditions, dbfleetv1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue ||
+		report.Status.KubernetesVersion != "v1.35.4" || report.Status.Agent == nil || report.Status.Agent.HeartbeatIntervalSeconds != 5 {
+		t.Errorf("first report = %+v, want Ready=True, version v1.35.4 and the agent's settings", report.Status)
+	}
+
 	gets, writes = 0, 0
-	for range rereadEvery - 1 {
+	const quiet = 20
+	for range quiet {
 		clock.Step(5 * time.Second)
 		if err := hb.Beat(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if gets != 0 || writes != rereadEvery-1 {
-		t.Errorf("%d quiet beats made %d reads and %d lease updates, want 0 reads and one update each", rereadEvery-1, gets, writes)
+	if gets != 0 || writes != quiet {
+		t.Errorf("%d quiet beats made %d reads and %d updates, want 0 reads and one update (the lease) each", quiet, gets, writes)
 	}
+
+	gets, writes = 0, 0
+	member.err = errors.New("connection refused")
 	clock.Step(5 * time.Second)
 	if err := hb.Beat(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if gets != 1 {
-		t.Errorf("beat %d made %d reads, want 1 (the MemberCluster, re-read)", rereadEvery, gets)
+	if gets != 0 || writes != 2 {
+		t.Errorf("a beat with a change to report made %d reads and %d updates, want 0 reads and 2 updates (lease, report)", gets, writes)
 	}
 
 	// The hub changed the Lease behind the agent's back: the renewal reads it and succeeds.
@@ -99,13 +112,12 @@ func TestRenewalsGoOnWhileAReportWaits(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := scheme.New()
-	mc := &dbfleetv1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Name: "east"}}
 	release := make(chan struct{})
 	var renewals atomic.Int32
-	hub := fake.NewClientBuilder().WithScheme(s).WithObjects(mc).WithStatusSubresource(mc).
+	hub := fake.NewClientBuilder().WithScheme(s).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-				if _, ok := obj.(*dbfleetv1alpha1.MemberCluster); ok {
+				if _, ok := obj.(*dbfleetv1alpha1.MemberClusterReport); ok {
 					<-release // the report waits until the test ends
 				}
 				return c.Get(ctx, key, obj, opts...)
@@ -158,33 +170,24 @@ func (v *switchableVersion) ServerVersion() (*version.Info, error) {
 	return &version.Info{GitVersion: "v1.35.4"}, nil
 }
 
-// A report computed from a copy older than the hub's last change must not write the hub's
-// conditions back as they were: the patch is refused, the agent reads the MemberCluster from
-// etcd (not the watch cache) and patches again. Routine reads come from the watch cache.
-func TestReportNeverWritesBackConditionsTheHubChanged(t *testing.T) {
+// A report changed or deleted behind the agent's back is not overwritten from the agent's stale
+// copy: the write is refused, the agent reads the report again and writes once more, in the same
+// beat. Nothing else is lost: what another writer added stays.
+func TestAReportChangedBehindTheAgentsBackIsReadAgain(t *testing.T) {
 	ctx := context.Background()
 	s := scheme.New()
-	mc := &dbfleetv1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Name: "east"}}
-	var reads []string // the resourceVersion each MemberCluster read asked for
-	var patches, conflicts int
-	hub := fake.NewClientBuilder().WithScheme(s).WithObjects(mc).WithStatusSubresource(mc).
+	var reads, conflicts int
+	hub := fake.NewClientBuilder().WithScheme(s).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-				if _, ok := obj.(*dbfleetv1alpha1.MemberCluster); ok {
-					o := &client.GetOptions{}
-					o.ApplyOptions(opts)
-					rv := "<none>"
-					if o.Raw != nil {
-						rv = o.Raw.ResourceVersion
-					}
-					reads = append(reads, rv)
+				if _, ok := obj.(*dbfleetv1alpha1.MemberClusterReport); ok {
+					reads++
 				}
 				return c.Get(ctx, key, obj, opts...)
 			},
-			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-				patches++
-				err := c.SubResource(sub).Patch(ctx, obj, patch, opts...)
-				if apierrors.IsConflict(err) {
+			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+				err := c.Update(ctx, obj, opts...)
+				if _, ok := obj.(*dbfleetv1alpha1.MemberClusterReport); ok && (apierrors.IsConflict(err) || apierrors.IsNotFound(err)) {
 					conflicts++
 				}
 				return err
@@ -196,41 +199,51 @@ func TestReportNeverWritesBackConditionsTheHubChanged(t *testing.T) {
 		Interval: 5 * time.Second, FenceAfter: 15 * time.Second, AgentVersion: "test",
 		Clock: clocktesting.NewFakeClock(time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)),
 	}
-	if err := hb.Beat(ctx); err != nil {
+	if err := hb.Report(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if len(reads) != 1 || reads[0] != "0" || patches != 1 {
-		t.Fatalf("first report: reads %v and %d patches, want one read from the watch cache (\"0\") and one patch", reads, patches)
-	}
+	key := client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace("east"), Name: "east"}
 
-	// The hub writes a condition of its own; the agent's copy is now behind.
-	current := &dbfleetv1alpha1.MemberCluster{}
-	if err := hub.Get(ctx, client.ObjectKey{Name: "east"}, current); err != nil {
+	// Someone else labels the report; the agent's copy is now behind.
+	current := &dbfleetv1alpha1.MemberClusterReport{}
+	if err := hub.Get(ctx, key, current); err != nil {
 		t.Fatal(err)
 	}
-	meta.SetStatusCondition(&current.Status.Conditions, metav1.Condition{Type: "HubOnly", Status: metav1.ConditionTrue, Reason: "Test"})
-	if err := hub.Status().Update(ctx, current); err != nil {
+	current.Labels["example.com/owner"] = "ops"
+	if err := hub.Update(ctx, current); err != nil {
 		t.Fatal(err)
 	}
-
-	// Something to report: the member API server fails.
-	reads, patches, conflicts = nil, 0, 0
+	reads, conflicts = 0, 0
 	member.err = errors.New("connection refused")
-	if err := hb.Beat(ctx); err != nil {
+	if err := hb.Report(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if conflicts != 1 || patches != 2 || len(reads) != 1 || reads[0] != "" {
-		t.Errorf("report from a stale copy: %d patches (%d refused), reads %v; want 2 patches (1 refused) and one read from etcd (\"\")",
-			patches, conflicts, reads)
+	if conflicts != 1 || reads != 1 {
+		t.Errorf("report from a stale copy: %d refused writes and %d reads, want 1 and 1", conflicts, reads)
 	}
-	got := &dbfleetv1alpha1.MemberCluster{}
-	if err := hub.Get(ctx, client.ObjectKey{Name: "east"}, got); err != nil {
+	got := &dbfleetv1alpha1.MemberClusterReport{}
+	if err := hub.Get(ctx, key, got); err != nil {
 		t.Fatal(err)
 	}
-	if meta.FindStatusCondition(got.Status.Conditions, "HubOnly") == nil {
-		t.Error("the agent's report removed the condition the hub wrote after the agent's copy")
+	if got.Labels["example.com/owner"] != "ops" {
+		t.Error("the agent's report removed the label written after the agent's copy")
 	}
 	if c := meta.FindStatusCondition(got.Status.Conditions, dbfleetv1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("Ready = %+v, want False (member API server unreachable)", c)
+	}
+
+	// Deleted: the agent creates it again.
+	if err := hub.Delete(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	member.err = nil
+	if err := hb.Report(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.Get(ctx, key, got); err != nil {
+		t.Fatalf("a deleted report was not written again: %v", err)
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, dbfleetv1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("Ready = %+v after the member API server recovered, want True", c)
 	}
 }

@@ -49,6 +49,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=dbfleet.io,resources=memberclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=dbfleet.io,resources=memberclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch
+// +kubebuilder:rbac:groups=dbfleet.io,resources=memberclusterreports,verbs=get;list;watch
 
 // Setup registers the controller.
 func Setup(_ context.Context, mgr ctrl.Manager, cfg hub.Config) error {
@@ -63,7 +64,7 @@ func Setup(_ context.Context, mgr ctrl.Manager, cfg hub.Config) error {
 	return r.SetupWithManager(mgr)
 }
 
-// SetupWithManager watches MemberClusters and the agents' Leases.
+// SetupWithManager watches MemberClusters, the agents' Leases and their reports.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Observer == nil {
 		r.Observer = liveness.NewObserver(r.Clock)
@@ -73,6 +74,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(Name).
 		For(&dbfleetv1alpha1.MemberCluster{}).
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.observeLease)).
+		Watches(&dbfleetv1alpha1.MemberClusterReport{}, handler.EnqueueRequestsFromMapFunc(reportCluster)).
 		Complete(r)
 }
 
@@ -111,6 +113,15 @@ func ReadRenewTime(reader client.Reader) liveness.RenewReader {
 	}
 }
 
+// reportCluster maps an agent's MemberClusterReport to its MemberCluster: the report named after
+// the cluster in the cluster's own namespace, and no other.
+func reportCluster(_ context.Context, obj client.Object) []reconcile.Request {
+	if obj.GetNamespace() != dbfleetv1alpha1.MemberNamespace(obj.GetName()) {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: obj.GetName()}}}
+}
+
 // leaseCluster is the MemberCluster an agent Lease belongs to, or "" for any other Lease.
 func leaseCluster(obj client.Object) string {
 	cluster := obj.GetLabels()[dbfleetv1alpha1.LabelCluster]
@@ -146,6 +157,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	before := mc.DeepCopy()
 	expired := silent > r.GracePeriod
+	if err := r.copyReport(ctx, mc, expired); err != nil {
+		return ctrl.Result{}, err
+	}
 	if expired {
 		// The message must not carry the growing silence: every reconcile would rewrite it, and
 		// each rewrite is a MemberCluster event that reconciles again, a write loop for as long as
@@ -153,8 +167,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		msg := fmt.Sprintf("no renewal of the agent's lease observed within the grace period (%s)", r.GracePeriod)
 		setCondition(mc, dbfleetv1alpha1.ConditionReady, metav1.ConditionUnknown, ReasonAgentLeaseExpired, msg)
 		setCondition(mc, dbfleetv1alpha1.ConditionAgentConnected, metav1.ConditionFalse, ReasonAgentLeaseExpired, msg)
-	} else if c := meta.FindStatusCondition(mc.Status.Conditions, dbfleetv1alpha1.ConditionAgentConnected); c != nil && c.Status != metav1.ConditionTrue {
-		setCondition(mc, dbfleetv1alpha1.ConditionAgentConnected, metav1.ConditionTrue, ReasonLeaseRenewed, "the agent renews its lease again")
+	} else if !r.Observer.LastObserved(mc.Name).IsZero() {
+		msg := "the agent renews its lease"
+		if a := mc.Status.Agent; a != nil && a.HeartbeatIntervalSeconds > 0 {
+			msg = fmt.Sprintf("the agent renews its lease every %ds", a.HeartbeatIntervalSeconds)
+		}
+		setCondition(mc, dbfleetv1alpha1.ConditionAgentConnected, metav1.ConditionTrue, ReasonLeaseRenewed, msg)
 	}
 	if last := r.Observer.LastObserved(mc.Name); !last.IsZero() {
 		// The wall time of the observation, for people; written when it moved by more than
@@ -190,6 +208,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		next = r.suspectAfter() - silent
 	}
 	return ctrl.Result{RequeueAfter: next + time.Second/10}, nil
+}
+
+// copyReport copies the agent's MemberClusterReport into mc's status: the agent's settings, the
+// member's version and capacity, and, while the lease is live, the agent's Ready condition (a
+// lapsed lease makes Ready Unknown whatever the last report said). Without a report, what the
+// status says is left as it is.
+func (r *Reconciler) copyReport(ctx context.Context, mc *dbfleetv1alpha1.MemberCluster, expired bool) error {
+	report := &dbfleetv1alpha1.MemberClusterReport{}
+	key := client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(mc.Name), Name: mc.Name}
+	if err := r.Client.Get(ctx, key, report); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	mc.Status.Agent = report.Status.Agent
+	mc.Status.KubernetesVersion = report.Status.KubernetesVersion
+	mc.Status.ResourceSummary = report.Status.ResourceSummary
+	if ready := meta.FindStatusCondition(report.Status.Conditions, dbfleetv1alpha1.ConditionReady); ready != nil && !expired {
+		setCondition(mc, dbfleetv1alpha1.ConditionReady, ready.Status, ready.Reason, ready.Message)
+	}
+	return nil
 }
 
 // suspectAfter is the silence at which the hub checks its watch against the API server.

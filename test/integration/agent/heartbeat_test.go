@@ -79,14 +79,14 @@ func TestHeartbeatRenewsLeaseAndReportsCluster(t *testing.T) {
 		t.Errorf("lease %+v", lease.Spec)
 	}
 
-	got := &dbfleetv1alpha1.MemberCluster{}
-	if err := hub.Client.Get(ctx, client.ObjectKey{Name: name}, got); err != nil {
-		t.Fatal(err)
+	got := &dbfleetv1alpha1.MemberClusterReport{}
+	reportKey := client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(name), Name: name}
+	if err := hub.Client.Get(ctx, reportKey, got); err != nil {
+		t.Fatalf("the agent wrote no MemberClusterReport: %v", err)
 	}
 	st := got.Status
-	if !meta.IsStatusConditionTrue(st.Conditions, dbfleetv1alpha1.ConditionReady) ||
-		!meta.IsStatusConditionTrue(st.Conditions, dbfleetv1alpha1.ConditionAgentConnected) {
-		t.Errorf("conditions %+v, want Ready and AgentConnected", st.Conditions)
+	if !meta.IsStatusConditionTrue(st.Conditions, dbfleetv1alpha1.ConditionReady) {
+		t.Errorf("conditions %+v, want Ready", st.Conditions)
 	}
 	if st.KubernetesVersion != "v1.35.4" || st.Agent == nil || st.Agent.HeartbeatIntervalSeconds != 5 || st.Agent.FenceAfterSeconds != 15 {
 		t.Errorf("version %q, agent %+v", st.KubernetesVersion, st.Agent)
@@ -95,8 +95,15 @@ func TestHeartbeatRenewsLeaseAndReportsCluster(t *testing.T) {
 	if alloc.Cmp(resource.MustParse("8")) != 0 || used.Cmp(resource.MustParse("1500m")) != 0 {
 		t.Errorf("resource summary cpu allocatable %s allocated %s, want 8 and 1500m", alloc.String(), used.String())
 	}
+	mcNow := &dbfleetv1alpha1.MemberCluster{}
+	if err := hub.Client.Get(ctx, client.ObjectKey{Name: name}, mcNow); err != nil {
+		t.Fatal(err)
+	}
+	if mcNow.ResourceVersion != mc.ResourceVersion {
+		t.Error("the agent wrote its MemberCluster; it reports only through its MemberClusterReport")
+	}
 
-	// The next beat renews the lease but writes no status: nothing changed.
+	// The next beat renews the lease but writes no report: nothing changed.
 	rv := got.ResourceVersion
 	clock.Step(5 * time.Second)
 	if err := hb.Beat(ctx); err != nil {
@@ -108,10 +115,10 @@ func TestHeartbeatRenewsLeaseAndReportsCluster(t *testing.T) {
 	if !lease.Spec.RenewTime.Time.Equal(clock.Now()) {
 		t.Errorf("lease renewTime %s, want %s", lease.Spec.RenewTime, clock.Now())
 	}
-	if err := hub.Client.Get(ctx, client.ObjectKey{Name: name}, got); err != nil {
+	if err := hub.Client.Get(ctx, reportKey, got); err != nil {
 		t.Fatal(err)
 	}
 	if got.ResourceVersion != rv {
-		t.Errorf("MemberCluster written although nothing changed")
+		t.Errorf("MemberClusterReport written although nothing changed")
 	}
 }

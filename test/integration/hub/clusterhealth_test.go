@@ -8,6 +8,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/events"
@@ -133,6 +134,60 @@ func TestNotReadyMemberIsTaintedNotReady(t *testing.T) {
 		return t[corev1.TaintEffectNoSchedule] && t[corev1.TaintEffectNoExecute] &&
 			len(healthTaints(mc, dbfleetv1alpha1.TaintClusterUnreachable)) == 0
 	})
+}
+
+// TestTheHubCopiesTheAgentsReport checks that the agent's MemberClusterReport reaches the
+// MemberCluster's status (settings, version, capacity and Ready, with its taint), and that a
+// report under another name, which an agent could create in its namespace, reaches nothing.
+func TestTheHubCopiesTheAgentsReport(t *testing.T) {
+	f := newFixture(t)
+	startClusterHealth(t, time.Minute)
+	a, b := f.member("a", "r1", 100), f.member("b", "r1", 100)
+	report := &dbfleetv1alpha1.MemberClusterReport{ObjectMeta: metav1.ObjectMeta{Namespace: dbfleetv1alpha1.MemberNamespace(a), Name: a}}
+	report.Status = dbfleetv1alpha1.MemberClusterReportStatus{
+		Agent:             &dbfleetv1alpha1.AgentSettings{HeartbeatIntervalSeconds: 5, FenceAfterSeconds: 15, Version: "v0.0.1-test"},
+		KubernetesVersion: "v1.35.4",
+		ResourceSummary: &dbfleetv1alpha1.ResourceSummary{
+			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")},
+			Allocated:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")},
+		},
+		Conditions: []metav1.Condition{{Type: dbfleetv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: heartbeat.ReasonMemberAPIUnhealthy, Message: "the agent cannot reach its member API server: refused", LastTransitionTime: metav1.Now()}},
+	}
+	if err := f.c.Create(f.ctx, report); err != nil {
+		t.Fatal(err)
+	}
+	// A report in a's namespace under b's name: inert.
+	decoy := &dbfleetv1alpha1.MemberClusterReport{ObjectMeta: metav1.ObjectMeta{Namespace: dbfleetv1alpha1.MemberNamespace(a), Name: b}}
+	decoy.Status.KubernetesVersion = "forged"
+	if err := f.c.Create(f.ctx, decoy); err != nil {
+		t.Fatal(err)
+	}
+
+	f.waitMember(a, "the report copied, Ready=False and tainted not-ready", func(mc *dbfleetv1alpha1.MemberCluster) bool {
+		ready := meta.FindStatusCondition(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady)
+		cpu := mc.Status.ResourceSummary.Allocated[corev1.ResourceCPU]
+		return ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == heartbeat.ReasonMemberAPIUnhealthy &&
+			mc.Status.KubernetesVersion == "v1.35.4" && mc.Status.Agent != nil && mc.Status.Agent.Version == "v0.0.1-test" &&
+			cpu.Cmp(resource.MustParse("3")) == 0 && healthTaints(mc, dbfleetv1alpha1.TaintClusterNotReady)[corev1.TaintEffectNoExecute]
+	})
+
+	report.Status.Conditions[0].Status, report.Status.Conditions[0].Reason = metav1.ConditionTrue, heartbeat.ReasonAgentReady
+	if err := f.c.Update(f.ctx, report); err != nil {
+		t.Fatal(err)
+	}
+	f.waitMember(a, "Ready=True and untainted", func(mc *dbfleetv1alpha1.MemberCluster) bool {
+		return meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady) &&
+			len(healthTaints(mc, dbfleetv1alpha1.TaintClusterNotReady)) == 0
+	})
+
+	mc := &dbfleetv1alpha1.MemberCluster{}
+	if err := f.c.Get(f.ctx, client.ObjectKey{Name: b}, mc); err != nil {
+		t.Fatal(err)
+	}
+	if mc.Status.KubernetesVersion != "" {
+		t.Errorf("MemberCluster %s took version %q from a report in another cluster's namespace", b, mc.Status.KubernetesVersion)
+	}
 }
 
 // TestAgentClockSkewDoesNotMatter renews a Lease whose timestamps are an hour in the past, as an

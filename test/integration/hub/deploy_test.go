@@ -58,7 +58,7 @@ func TestDeployRendersAndRunsWithLeastPrivilege(t *testing.T) {
 			assertNoWildcards(t, obj)
 		}
 	}
-	for kind, n := range map[string]int{"CustomResourceDefinition": 5, "Deployment": 1, "Service": 1, "ServiceAccount": 1,
+	for kind, n := range map[string]int{"CustomResourceDefinition": 6, "Deployment": 1, "Service": 1, "ServiceAccount": 1,
 		"ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 2, "RoleBinding": 2, "Namespace": 1,
 		"FlowSchema": 2, "PriorityLevelConfiguration": 1} {
 		if kinds[kind] != n {

@@ -74,12 +74,13 @@ func TestAgentCredentialIsLeastPrivilege(t *testing.T) {
 	lease.Spec.RenewTime = &now
 	allowed(t, "update its Lease", agent.Update(ctx, lease))
 
-	// Allowed: its own MemberCluster and its status.
-	mc := &dbfleetv1alpha1.MemberCluster{}
-	allowed(t, "get its MemberCluster", agent.Get(ctx, client.ObjectKey{Name: "alpha"}, mc))
-	mc.Status.KubernetesVersion = "v1.35.4"
-	mc.Status.Agent = &dbfleetv1alpha1.AgentSettings{HeartbeatIntervalSeconds: 5, FenceAfterSeconds: 15}
-	allowed(t, "update its MemberCluster status", agent.Status().Update(ctx, mc))
+	// Allowed: its report on its cluster, by name.
+	report := &dbfleetv1alpha1.MemberClusterReport{ObjectMeta: metav1.ObjectMeta{Namespace: nsAlpha, Name: "alpha"}}
+	report.Status.KubernetesVersion = "v1.35.4"
+	allowed(t, "create its MemberClusterReport", agent.Create(ctx, report))
+	allowed(t, "get its MemberClusterReport", agent.Get(ctx, client.ObjectKeyFromObject(report), report))
+	report.Status.Agent = &dbfleetv1alpha1.AgentSettings{HeartbeatIntervalSeconds: 5, FenceAfterSeconds: 15}
+	allowed(t, "update its MemberClusterReport", agent.Update(ctx, report))
 	// Events about its work.
 	allowed(t, "create an Event in its namespace", agent.Create(ctx, &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Namespace: nsAlpha, GenerateName: "alpha-"},
@@ -90,20 +91,27 @@ func TestAgentCredentialIsLeastPrivilege(t *testing.T) {
 	// Forbidden.
 	forbidden(t, "list MemberDatabases of another member", agent.List(ctx, &dbfleetv1alpha1.MemberDatabaseList{}, client.InNamespace(nsBeta)))
 	forbidden(t, "list MemberDatabases of every namespace", agent.List(ctx, &dbfleetv1alpha1.MemberDatabaseList{}))
+	// Nothing cluster-wide: not even its own MemberCluster (the hub copies the report into it).
+	forbidden(t, "get its MemberCluster", agent.Get(ctx, client.ObjectKey{Name: "alpha"}, &dbfleetv1alpha1.MemberCluster{}))
 	forbidden(t, "get another MemberCluster", agent.Get(ctx, client.ObjectKey{Name: "beta"}, &dbfleetv1alpha1.MemberCluster{}))
 	forbidden(t, "list MemberClusters", agent.List(ctx, &dbfleetv1alpha1.MemberClusterList{}))
-	beta := &dbfleetv1alpha1.MemberCluster{}
-	if err := hub.Client.Get(ctx, client.ObjectKey{Name: "beta"}, beta); err != nil {
-		t.Fatal(err)
-	}
-	beta.Status.KubernetesVersion = "forged"
-	forbidden(t, "update another MemberCluster's status", agent.Status().Update(ctx, beta))
-	mc = &dbfleetv1alpha1.MemberCluster{}
+	mc := &dbfleetv1alpha1.MemberCluster{}
 	if err := hub.Client.Get(ctx, client.ObjectKey{Name: "alpha"}, mc); err != nil {
 		t.Fatal(err)
 	}
+	mc.Status.KubernetesVersion = "forged"
+	forbidden(t, "update its MemberCluster's status", agent.Status().Update(ctx, mc))
 	mc.Spec.Region = "forged"
 	forbidden(t, "update its MemberCluster's spec", agent.Update(ctx, mc))
+	forbidden(t, "create a MemberClusterReport in another member's namespace", agent.Create(ctx,
+		&dbfleetv1alpha1.MemberClusterReport{ObjectMeta: metav1.ObjectMeta{Namespace: nsBeta, Name: "beta"}}))
+	other := &dbfleetv1alpha1.MemberClusterReport{ObjectMeta: metav1.ObjectMeta{Namespace: nsAlpha, Name: "other"}}
+	if err := hub.Client.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	forbidden(t, "read a report under another name", agent.Get(ctx, client.ObjectKeyFromObject(other), other))
+	forbidden(t, "list MemberClusterReports", agent.List(ctx, &dbfleetv1alpha1.MemberClusterReportList{}, client.InNamespace(nsAlpha)))
+	forbidden(t, "delete its MemberClusterReport", agent.Delete(ctx, report))
 	forbidden(t, "list DatabaseClusters", agent.List(ctx, &dbfleetv1alpha1.DatabaseClusterList{}))
 	forbidden(t, "list DatabaseClusters in a namespace", agent.List(ctx, &dbfleetv1alpha1.DatabaseClusterList{}, client.InNamespace("shop")))
 	forbidden(t, "list PropagationPolicies", agent.List(ctx, &dbfleetv1alpha1.PropagationPolicyList{}))
@@ -130,8 +138,6 @@ func TestAgentCredentialIsLeastPrivilege(t *testing.T) {
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: nsAlpha, Name: join.AgentName}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: nsAlpha, Name: join.AgentName}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: nsAlpha, Name: join.AgentName}},
-		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: join.ClusterRoleName("alpha")}},
-		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: join.ClusterRoleName("alpha")}},
 	} {
 		if err := hub.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			t.Fatal(err)
@@ -160,7 +166,44 @@ func TestRejoinRotatesToken(t *testing.T) {
 	waitAuthn(t, old, "gamma", false)
 	fresh := clientFor(t, second.hubKubeconfig)
 	waitAuthn(t, fresh, "gamma", true)
-	allowed(t, "get its MemberCluster with the new token", fresh.Get(context.Background(), client.ObjectKey{Name: "gamma"}, &dbfleetv1alpha1.MemberCluster{}))
+	allowed(t, "list its MemberDatabases with the new token", fresh.List(context.Background(), &dbfleetv1alpha1.MemberDatabaseList{},
+		client.InNamespace(dbfleetv1alpha1.MemberNamespace("gamma"))))
+}
+
+// legacyClusterGrant creates the ClusterRole and ClusterRoleBinding with which joins before the
+// MemberClusterReport let a cluster's agent write its MemberCluster's status.
+func legacyClusterGrant(t *testing.T, cluster string) []client.Object {
+	t.Helper()
+	name := join.ClusterRoleName(cluster)
+	objs := []client.Object{
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{"dbfleet.io"}, Resources: []string{"memberclusters/status"}, ResourceNames: []string{cluster}, Verbs: []string{"update"},
+		}}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: dbfleetv1alpha1.MemberNamespace(cluster), Name: join.AgentName}},
+		},
+	}
+	for _, obj := range objs {
+		if err := hub.Client.Create(context.Background(), obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return objs
+}
+
+// TestRejoinRemovesTheLegacyClusterWideGrant checks that joining a cluster joined by an earlier
+// version deletes the per-agent ClusterRoleBinding, which every request to the hub API server
+// paid for with an RBAC scan.
+func TestRejoinRemovesTheLegacyClusterWideGrant(t *testing.T) {
+	joinCluster(t, "eta")
+	legacy := legacyClusterGrant(t, "eta")
+	joinCluster(t, "eta")
+	for _, obj := range legacy {
+		if err := hub.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); !apierrors.IsNotFound(err) {
+			t.Errorf("%T %s after a re-join: %v, want NotFound", obj, obj.GetName(), err)
+		}
+	}
 }
 
 // TestRejoinUpdatesMemberCluster checks that join declares the MemberCluster: labels and fields it
@@ -215,6 +258,8 @@ func TestUnjoin(t *testing.T) {
 	if err := agent.Patch(ctx, mdb, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
+
+	legacyClusterGrant(t, "epsilon") // as if joined by an earlier version
 
 	_, _, err := hubCommand(t, "unjoin", "epsilon", "--kubeconfig", adminKubeconfig)
 	if err == nil || !errors.Is(err, join.ErrClusterInUse) ||
