@@ -151,3 +151,45 @@ func writesTo(rs []RequestRate, resource string) int64 {
 	}
 	return n
 }
+
+// closedWatches is, by resource, how many watches the API server closed between before and after
+// because their clients did not keep up with the events.
+func closedWatches(before, after families) map[string]int {
+	count := func(f families) map[string]float64 {
+		out := map[string]float64{}
+		for _, m := range f["apiserver_terminated_watchers_total"].GetMetric() {
+			out[label(m, "resource")] += m.GetCounter().GetValue()
+		}
+		return out
+	}
+	was, now := count(before), count(after)
+	out := map[string]int{}
+	for resource, n := range now {
+		if d := int(n - was[resource]); d > 0 {
+			out[resource] = d
+		}
+	}
+	return out
+}
+
+// closedWatchesText is "none" or "memberdatabases 3, leases 1", most first.
+func closedWatchesText(closed map[string]int) string {
+	if len(closed) == 0 {
+		return "none"
+	}
+	resources := make([]string, 0, len(closed))
+	for r := range closed {
+		resources = append(resources, r)
+	}
+	sort.Slice(resources, func(i, j int) bool {
+		if closed[resources[i]] != closed[resources[j]] {
+			return closed[resources[i]] > closed[resources[j]]
+		}
+		return resources[i] < resources[j]
+	})
+	parts := make([]string, len(resources))
+	for i, r := range resources {
+		parts[i] = fmt.Sprintf("%s %d", r, closed[r])
+	}
+	return strings.Join(parts, ", ")
+}

@@ -93,6 +93,10 @@ type CreateFigures struct {
 	// UnheardRenewals counts the silences the hub did not act on while the databases were created:
 	// its Lease watch had fallen behind, and a read of the Lease found a renewal.
 	UnheardRenewals int `json:"unheardRenewals"`
+	// WatchesClosed counts, by resource, the watches the API server closed because their client
+	// did not keep up (apiserver_terminated_watchers_total): each is a gap in that client's view
+	// until its reflector watches again.
+	WatchesClosed map[string]int `json:"watchesClosed,omitempty"`
 	// Histogram counts created → Available latencies in HistogramBucketSeconds-wide buckets.
 	Histogram              []int   `json:"availableHistogram"`
 	HistogramBucketSeconds float64 `json:"histogramBucketSeconds"`
@@ -242,6 +246,7 @@ func (r *Report) Markdown(svgName string) string {
 	w("| hub API server requests while creating | %.0f/s: %s |\n", c.RequestsPerSecond, topRates(c.Requests, 8))
 	w("| clusters marked Ready=Unknown while creating (their agents kept renewing) | %d |\n", c.ClustersLapsed)
 	w("| silences past the grace period not acted on while creating (a read of the Lease found a renewal the hub's watch had not delivered) | %d |\n", c.UnheardRenewals)
+	w("| watches the API server closed while creating because their client fell behind (`apiserver_terminated_watchers_total`) | %s |\n", closedWatchesText(c.WatchesClosed))
 	if s := r.Steady; s != nil {
 		w("| steady state (%.0f s): hub API server requests | %.0f/s = %.3f/s per cluster, %.4f/s per database: %s |\n",
 			s.Seconds, s.RequestsPerSecond, s.PerCluster, s.PerDatabase, topRates(s.Requests, 6))

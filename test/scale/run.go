@@ -864,6 +864,7 @@ func (b *bench) fillCreate(first, lastCreate, allAvailable time.Time, before, af
 		d := allAvailable.Sub(first)
 		c.Requests = rates(before.requests(), after.requests(), d)
 		c.RequestsPerSecond = round(total(c.Requests) / d.Seconds())
+		c.WatchesClosed = closedWatches(before, after)
 	}
 	b.report.Create = c
 }
