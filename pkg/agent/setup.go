@@ -23,7 +23,7 @@ type Settings struct {
 	Cluster string
 	// HeartbeatInterval and FenceAfter are the agent's --heartbeat-interval and --fence-after.
 	HeartbeatInterval, FenceAfter time.Duration
-	// Version is reported in MemberCluster status.
+	// Version is reported in the MemberClusterReport, and so in the MemberCluster status.
 	Version string
 	// Hub is a client of the hub with the join credentials; Member one of the member cluster.
 	Hub, Member client.Client
