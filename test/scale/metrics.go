@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 type families map[string]*dto.MetricFamily
@@ -192,4 +193,57 @@ func closedWatchesText(closed map[string]int) string {
 		parts[i] = fmt.Sprintf("%s %d", r, closed[r])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// AgentFigures are what the agents in the harness counted in a phase (their own metrics, from
+// the harness's registry, which all of them share): how their hub Lease renewals went, and how
+// many primaries they fenced because renewals did not succeed within fenceAfter.
+type AgentFigures struct {
+	Renewals        int `json:"renewals"`
+	RenewalErrors   int `json:"renewalErrors"`
+	RenewalsOver5s  int `json:"renewalsOver5s"`
+	PrimariesFenced int `json:"primariesFenced"`
+}
+
+// agentCounts reads the agents' metrics from the harness's own registry.
+func agentCounts() AgentFigures {
+	fams, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		return AgentFigures{}
+	}
+	f := families{}
+	for _, fam := range fams {
+		f[fam.GetName()] = fam
+	}
+	var total, fast float64
+	for _, m := range f["dbfleet_agent_hub_lease_renewal_seconds"].GetMetric() {
+		h := m.GetHistogram()
+		total += float64(h.GetSampleCount())
+		for _, b := range h.GetBucket() {
+			if b.GetUpperBound() == 5 {
+				fast += float64(b.GetCumulativeCount())
+			}
+		}
+	}
+	return AgentFigures{
+		Renewals:        int(total),
+		RenewalErrors:   int(f.sum("dbfleet_agent_hub_lease_renewals_total", map[string]string{"result": "error"})),
+		RenewalsOver5s:  int(total - fast),
+		PrimariesFenced: int(f.sum("dbfleet_agent_primaries_fenced_total", nil)),
+	}
+}
+
+// since is what happened between before and a.
+func (a AgentFigures) since(before AgentFigures) *AgentFigures {
+	return &AgentFigures{
+		Renewals: a.Renewals - before.Renewals, RenewalErrors: a.RenewalErrors - before.RenewalErrors,
+		RenewalsOver5s: a.RenewalsOver5s - before.RenewalsOver5s, PrimariesFenced: a.PrimariesFenced - before.PrimariesFenced,
+	}
+}
+
+func (a *AgentFigures) text() string {
+	if a == nil {
+		return "not measured"
+	}
+	return fmt.Sprintf("%d primaries fenced; %d hub Lease renewals, %d failed, %d took over 5 s", a.PrimariesFenced, a.Renewals, a.RenewalErrors, a.RenewalsOver5s)
 }

@@ -161,6 +161,7 @@ func (b *bench) restartHub(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	agents0 := agentCounts()
 	b.hub.stop(30 * time.Second)
 	start := time.Now()
 	if err := b.runHub(ctx, "hub-restarted.log"); err != nil {
@@ -185,7 +186,7 @@ func (b *bench) restartHub(ctx context.Context) error {
 			b.report.Restart = &RestartFigures{ResyncSeconds: -1, WindowSeconds: round(window.Seconds()),
 				DatabaseClusterWrites: writesTo(rs, "databaseclusters"), MemberDatabaseWrites: writesTo(rs, "memberdatabases"),
 				MemberClusterWrites: writesTo(rs, "memberclusters"), MemberClusterBaseline: round(b.steadyMCWrites * window.Seconds()),
-				ReconcilesAfterRestart: int64(reconciles)}
+				ReconcilesAfterRestart: int64(reconciles), Agents: agentCounts().since(agents0)}
 			for _, q := range rs {
 				if isWrite(q.Verb) {
 					b.report.Restart.Writes = append(b.report.Restart.Writes, q)
@@ -209,7 +210,7 @@ func (b *bench) restartHub(ctx context.Context) error {
 		ResyncSeconds: round(resync.Seconds()), WindowSeconds: round(window.Seconds()),
 		DatabaseClusterWrites: writesTo(rs, "databaseclusters"), MemberDatabaseWrites: writesTo(rs, "memberdatabases"),
 		MemberClusterWrites: writesTo(rs, "memberclusters"), MemberClusterBaseline: round(b.steadyMCWrites * window.Seconds()),
-		ReconcilesAfterRestart: int64(reconciles),
+		ReconcilesAfterRestart: int64(reconciles), Agents: agentCounts().since(agents0),
 	}
 	for _, q := range rs {
 		if isWrite(q.Verb) {
@@ -217,8 +218,8 @@ func (b *bench) restartHub(ctx context.Context) error {
 		}
 	}
 	r := b.report.Restart
-	b.progress("hub restart: writes DatabaseClusters %d, MemberDatabases %d, MemberClusters %d (steady state alone: %.0f)",
-		r.DatabaseClusterWrites, r.MemberDatabaseWrites, r.MemberClusterWrites, r.MemberClusterBaseline)
+	b.progress("hub restart: writes DatabaseClusters %d, MemberDatabases %d, MemberClusters %d (steady state alone: %.0f); agents: %s",
+		r.DatabaseClusterWrites, r.MemberDatabaseWrites, r.MemberClusterWrites, r.MemberClusterBaseline, r.Agents.text())
 	return nil
 }
 

@@ -97,6 +97,8 @@ type CreateFigures struct {
 	// did not keep up (apiserver_terminated_watchers_total): each is a gap in that client's view
 	// until its reflector watches again.
 	WatchesClosed map[string]int `json:"watchesClosed,omitempty"`
+	// Agents are the agents' own counts while the databases were created.
+	Agents *AgentFigures `json:"agents,omitempty"`
 	// Histogram counts created → Available latencies in HistogramBucketSeconds-wide buckets.
 	Histogram              []int   `json:"availableHistogram"`
 	HistogramBucketSeconds float64 `json:"histogramBucketSeconds"`
@@ -142,6 +144,8 @@ type RestartFigures struct {
 	MemberClusterWrites    int64   `json:"memberClusterWrites"`
 	MemberClusterBaseline  float64 `json:"memberClusterWritesExpectedFromSteadyState"`
 	ReconcilesAfterRestart int64   `json:"databaseClusterReconciles"`
+	// Agents are the agents' own counts in the window.
+	Agents *AgentFigures `json:"agents,omitempty"`
 	// Writes are the write requests in the window, by verb and resource.
 	Writes []RequestRate `json:"writes"`
 }
@@ -247,6 +251,7 @@ func (r *Report) Markdown(svgName string) string {
 	w("| clusters marked Ready=Unknown while creating (their agents kept renewing) | %d |\n", c.ClustersLapsed)
 	w("| silences past the grace period not acted on while creating (a read of the Lease found a renewal the hub's watch had not delivered) | %d |\n", c.UnheardRenewals)
 	w("| watches the API server closed while creating because their client fell behind (`apiserver_terminated_watchers_total`) | %s |\n", closedWatchesText(c.WatchesClosed))
+	w("| agents while creating (their own metrics) | %s |\n", c.Agents.text())
 	if s := r.Steady; s != nil {
 		w("| steady state (%.0f s): hub API server requests | %.0f/s = %.3f/s per cluster, %.4f/s per database: %s |\n",
 			s.Seconds, s.RequestsPerSecond, s.PerCluster, s.PerDatabase, topRates(s.Requests, 6))
@@ -261,6 +266,7 @@ func (r *Report) Markdown(svgName string) string {
 		}
 		w("| hub restart: writes in the %.0f s after it | DatabaseClusters %d · MemberDatabases %d · MemberClusters %d (steady state alone would make %.0f): %s |\n",
 			rs.WindowSeconds, rs.DatabaseClusterWrites, rs.MemberDatabaseWrites, rs.MemberClusterWrites, rs.MemberClusterBaseline, countRates(rs.Writes, 6))
+		w("| hub restart: agents in that window (their own metrics) | %s |\n", rs.Agents.text())
 	}
 	for _, f := range r.Failovers {
 		w("| failover of %d cluster(s): %d databases affected, cut → re-placed and Available p50 / p90 / p99 / max (s) | %s (%d/%d done; target %.0f s); split-brain samples %d of %d |\n",

@@ -660,6 +660,7 @@ func (b *bench) createDatabases(ctx context.Context) error {
 	}
 	cpuBefore := b.cpuSnapshot()
 	lapsedBefore, unheardBefore := b.clustersLapsed(ctx)
+	agentsBefore := agentCounts()
 	stopProfiles := b.startProfiles(ctx)
 	first := time.Now()
 	var last atomic.Int64
@@ -728,6 +729,7 @@ func (b *bench) createDatabases(ctx context.Context) error {
 	metricsAfter, merr := b.metricsGet(context.WithoutCancel(ctx))
 	cpuAfter := b.cpuSnapshot()
 	b.fillCreate(first, lastCreate, allAvailable, metricsBefore, metricsAfter, merr)
+	b.report.Create.Agents = agentCounts().since(agentsBefore)
 	lapsed, unheard := b.clustersLapsed(context.WithoutCancel(ctx))
 	b.report.Create.ClustersLapsed, b.report.Create.UnheardRenewals = lapsed-lapsedBefore, unheard-unheardBefore
 	for _, name := range []string{procHub, procAPIServer, procEtcd, procHarness} {

@@ -114,10 +114,14 @@ func (h *Heartbeat) Beat(ctx context.Context) error {
 // Renew renews the hub Lease and tells the Guard. Safe to run concurrently with Report.
 func (h *Heartbeat) Renew(ctx context.Context) error {
 	start := h.Clock.Now() // freshness counts from the start of the request, never its end
-	if err := h.renewLease(ctx); err != nil {
+	err := h.renewLease(ctx)
+	renewalSeconds.Observe(h.Clock.Since(start).Seconds())
+	if err != nil {
+		renewals.WithLabelValues("error").Inc()
 		h.lease = nil // after a failure, trust no copy
 		return err
 	}
+	renewals.WithLabelValues("ok").Inc()
 	if h.Guard != nil {
 		h.Guard.Renewed(start)
 	}

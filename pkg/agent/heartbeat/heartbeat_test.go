@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -64,6 +65,7 @@ func TestBeatReadsOnlyWhatItMust(t *testing.T) {
 	}
 
 	gets, writes = 0, 0
+	okBefore := testutil.ToFloat64(renewals.WithLabelValues("ok"))
 	const quiet = 20
 	for range quiet {
 		clock.Step(5 * time.Second)
@@ -73,6 +75,9 @@ func TestBeatReadsOnlyWhatItMust(t *testing.T) {
 	}
 	if gets != 0 || writes != quiet {
 		t.Errorf("%d quiet beats made %d reads and %d updates, want 0 reads and one update (the lease) each", quiet, gets, writes)
+	}
+	if n := testutil.ToFloat64(renewals.WithLabelValues("ok")) - okBefore; n != quiet {
+		t.Errorf("dbfleet_agent_hub_lease_renewals_total{result=ok} went up by %v in %d beats", n, quiet)
 	}
 
 	gets, writes = 0, 0

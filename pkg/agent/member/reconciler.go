@@ -135,13 +135,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 		fencedAt = 0 // the hub has since handed out a higher epoch: the old fence is spent
 	}
 	primary := mdb.Spec.Role == dbfleetv1alpha1.RolePrimary
-	if primary && fencedAt == 0 && r.Guard != nil && !r.Guard.Fresh() {
+	fencing := primary && fencedAt == 0 && r.Guard != nil && !r.Guard.Fresh()
+	if fencing {
 		fencedAt = mdb.Spec.Epoch
 		log.Info("Fencing primary: no successful hub renewal within fenceAfter", "epoch", fencedAt, "deadline", r.Guard.Deadline())
 	}
 	fenced := primary && fencedAt > 0
 
 	sts, applyErr := apply(ctx, member, mdb, fencedAt)
+	if fencing && applyErr == nil {
+		primariesFenced.Inc() // counted once: the StatefulSet now carries the fenced epoch
+	}
 	if applyErr == nil {
 		applyErr = labelPods(ctx, member, mdb, fenced)
 	}

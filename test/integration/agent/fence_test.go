@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
@@ -93,6 +94,7 @@ func TestAgentFencesWhenItLosesTheHub(t *testing.T) {
 	})
 
 	// The hub goes silent: fenceAfter passes with no successful renewal.
+	fencedBefore := primariesFenced(t)
 	clock.Step(fenceAfter + time.Second)
 	s.touch(nil)
 	s.eventually("fenced", func() bool {
@@ -121,6 +123,9 @@ func TestAgentFencesWhenItLosesTheHub(t *testing.T) {
 	if s.podRole(s.db+"-0") != string(dbfleetv1alpha1.RoleFenced) || !s.primaryLease().Spec.RenewTime.Time.Equal(leaseAtFence) {
 		t.Errorf("a fenced primary came back on its own: role %s, lease renewed at %s (fenced at %s)",
 			s.podRole(s.db+"-0"), s.primaryLease().Spec.RenewTime.Time, leaseAtFence)
+	}
+	if n := primariesFenced(t) - fencedBefore; n != 1 {
+		t.Errorf("dbfleet_agent_primaries_fenced_total went up by %v for one fenced primary, want 1", n)
 	}
 
 	// The hub hands out epoch 2 for the same cluster: the share is unfenced at the new epoch.
@@ -158,4 +163,21 @@ func TestAgentFencesWhenItLosesTheHub(t *testing.T) {
 	if cur.Labels[dbfleetv1alpha1.LabelEpoch] != "3" || s.primaryLease() != nil || s.podRole(s.db+"-0") != "replica" {
 		t.Errorf("the stale epoch was applied: StatefulSet epoch %s, pod role %s", cur.Labels[dbfleetv1alpha1.LabelEpoch], s.podRole(s.db+"-0"))
 	}
+}
+
+// primariesFenced reads dbfleet_agent_primaries_fenced_total from the registry the in-process
+// agent reports to.
+func primariesFenced(t *testing.T) float64 {
+	t.Helper()
+	fams, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == "dbfleet_agent_primaries_fenced_total" {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatal("dbfleet_agent_primaries_fenced_total is not registered")
+	return 0
 }

@@ -1,0 +1,17 @@
+package member
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// primariesFenced counts the primaries the agent fenced because its hub lease went stale: each is
+// a primary that stopped serving writes, and that the hub will promote again, here or elsewhere.
+var primariesFenced = prometheus.NewCounter(prometheus.CounterOpts{
+	Name: "dbfleet_agent_primaries_fenced_total",
+	Help: "Primaries the agent fenced because no hub Lease renewal succeeded within fenceAfter.",
+})
+
+func init() {
+	metrics.Registry.MustRegister(primariesFenced)
+}
