@@ -132,6 +132,13 @@ func agentRoleBinding(cluster string) *rbacv1.RoleBinding {
 	}
 }
 
+// legacyAgentGrant is the ClusterRoleBinding and ClusterRole ClusterRoleName(cluster), as keys to
+// delete.
+func legacyAgentGrant(cluster string) (*rbacv1.ClusterRoleBinding, *rbacv1.ClusterRole) {
+	meta := metav1.ObjectMeta{Name: ClusterRoleName(cluster)}
+	return &rbacv1.ClusterRoleBinding{ObjectMeta: meta}, &rbacv1.ClusterRole{ObjectMeta: meta}
+}
+
 // pushSecret holds a Push cluster's kubeconfig on the hub.
 func pushSecret(cluster string, kubeconfig []byte) *corev1.Secret {
 	labels := hubLabels(cluster)

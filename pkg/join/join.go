@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -221,13 +220,12 @@ func (r *Result) Summary() string {
 // the MemberClusterReport let the agent write its MemberCluster's status: a re-join upgrades the
 // cluster to the namespaced grant, and the hub API server stops scanning the binding.
 func deleteLegacyClusterRole(ctx context.Context, c client.Client, cluster string) error {
-	for _, obj := range []client.Object{
-		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ClusterRoleName(cluster)}},
-		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ClusterRoleName(cluster)}},
-	} {
-		if err := c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("delete the legacy %T %s: %w", obj, obj.GetName(), err)
-		}
+	crb, cr := legacyAgentGrant(cluster)
+	if err := c.Delete(ctx, crb); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete the legacy ClusterRoleBinding %s: %w", crb.Name, err)
+	}
+	if err := c.Delete(ctx, cr); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete the legacy ClusterRole %s: %w", cr.Name, err)
 	}
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -74,14 +73,14 @@ func Unjoin(ctx context.Context, c client.Client, name string, force bool) (*Unj
 	}
 
 	// Revoke first.
-	meta := func(namespace, n string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: namespace, Name: n} }
+	legacyBinding, legacyRole := legacyAgentGrant(name) // from joins before the MemberClusterReport
 	for _, step := range []struct {
 		obj  client.Object
 		kind string
 	}{
-		{&corev1.ServiceAccount{ObjectMeta: meta(ns, AgentName)}, "ServiceAccount"},
-		{&rbacv1.ClusterRoleBinding{ObjectMeta: meta("", ClusterRoleName(name))}, "ClusterRoleBinding"},
-		{&rbacv1.ClusterRole{ObjectMeta: meta("", ClusterRoleName(name))}, "ClusterRole"},
+		{&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: AgentName}}, "ServiceAccount"},
+		{legacyBinding, "ClusterRoleBinding"},
+		{legacyRole, "ClusterRole"},
 	} {
 		if err := del(step.obj, step.kind); err != nil {
 			return res, err

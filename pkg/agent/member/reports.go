@@ -2,6 +2,7 @@ package member
 
 import (
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/ownwrites"
@@ -24,25 +25,18 @@ type reports struct {
 
 // wrote records the status the hub accepted for mdb (mdb as the write returned it).
 func (r *reports) wrote(mdb *dbfleetv1alpha1.MemberDatabase) {
-	r.last.WroteValue(keyOf(mdb), mdb.ResourceVersion, mdb.Status.DeepCopy())
+	r.last.WroteValue(client.ObjectKeyFromObject(mdb), mdb.ResourceVersion, mdb.Status.DeepCopy())
 }
 
 // catchUp gives mdb, read from the cache, the status of the agent's last write when the cache has
-// not shown that write yet, and reports whether it did. Once the cache has caught up the write is
-// forgotten.
-func (r *reports) catchUp(mdb *dbfleetv1alpha1.MemberDatabase) bool {
-	v, behind := r.last.Last(keyOf(mdb), mdb.ResourceVersion)
-	if behind {
+// not shown that write yet. Once the cache has caught up the write is forgotten.
+func (r *reports) catchUp(mdb *dbfleetv1alpha1.MemberDatabase) {
+	if v, behind := r.last.Last(client.ObjectKeyFromObject(mdb), mdb.ResourceVersion); behind {
 		v.(*dbfleetv1alpha1.MemberDatabaseStatus).DeepCopyInto(&mdb.Status)
 	}
-	return behind
 }
 
 // forget drops what is remembered of a share that is going away.
 func (r *reports) forget(key types.NamespacedName) {
 	r.last.Forget(key)
-}
-
-func keyOf(mdb *dbfleetv1alpha1.MemberDatabase) types.NamespacedName {
-	return types.NamespacedName{Namespace: mdb.Namespace, Name: mdb.Name}
 }
