@@ -283,8 +283,20 @@ func TestWaitTimeoutAndPermanent(t *testing.T) {
 		t.Errorf("Wait = %v, want a TimeoutError with the probe's last error", err)
 	}
 
-	broken := errors.New("cannot work")
+	// ErrNotReady says nothing: the timeout reports the last error before it.
 	calls := 0
+	err = Wait(ctx, "the thing", 300*time.Millisecond, func(context.Context) error {
+		if calls++; calls == 1 {
+			return errors.New("connection refused")
+		}
+		return ErrNotReady
+	})
+	if !errors.As(err, &timeout) || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("Wait = %v, want a TimeoutError naming the last error other than ErrNotReady", err)
+	}
+
+	broken := errors.New("cannot work")
+	calls = 0
 	err = Wait(ctx, "the thing", time.Hour, func(context.Context) error { calls++; return Permanent(broken) })
 	if !errors.Is(err, broken) || errors.As(err, &timeout) || calls != 1 {
 		t.Errorf("Wait = %v after %d probes, want the permanent error after one", err, calls)

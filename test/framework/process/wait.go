@@ -44,6 +44,10 @@ func Watching(procs ...*Process) WaitOption {
 	}
 }
 
+// ErrNotReady is what a probe that has nothing more to say returns while it waits: Wait's
+// timeout error then reports the last other error the probe returned, if any.
+var ErrNotReady = errors.New("not ready yet")
+
 // permanent is a probe error that ends the wait at once.
 type permanent struct{ err error }
 
@@ -98,8 +102,9 @@ func Wait(ctx context.Context, what string, timeout time.Duration, probe Probe, 
 		if perm := (permanent{}); errors.As(err, &perm) {
 			return fmt.Errorf("waiting for %s: %w", what, perm.err)
 		}
-		// A probe cut short by the end of the wait says nothing: keep what the one before said.
-		if last == nil || wctx.Err() == nil {
+		// A probe cut short by the end of the wait says nothing, nor does ErrNotReady: keep what
+		// the one before said.
+		if last == nil || (wctx.Err() == nil && !errors.Is(err, ErrNotReady)) {
 			last = err
 		}
 		select {
@@ -134,7 +139,10 @@ type TimeoutError struct {
 }
 
 func (e *TimeoutError) Error() string {
-	msg := fmt.Sprintf("%s not ready after %s: %v", e.What, e.Timeout, e.Last)
+	msg := fmt.Sprintf("timed out after %s waiting for %s", e.Timeout, e.What)
+	if e.Last != nil && !errors.Is(e.Last, ErrNotReady) {
+		msg += fmt.Sprintf(": %v", e.Last)
+	}
 	var logs []string
 	for _, p := range e.Watched {
 		if p.logFile != "" {
