@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,24 +16,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/hack/localfed/layout"
 )
 
 // The demo drives the federation only through bin/localfed (up, stop, start, down) and reads what
 // it needs from its state directory; it never signals a process itself.
 
-const stateDir = ".localfed"
-
-// fedState is the part of .localfed/state.json the demo reads.
-type fedState struct {
-	Members []struct {
-		Name   string `json:"name"`
-		Region string `json:"region"`
-		Zone   string `json:"zone"`
-	} `json:"members"`
-	GracePeriod       string `json:"clusterGracePeriod"`
-	HeartbeatInterval string `json:"heartbeatInterval"`
-	FenceAfter        string `json:"fenceAfter"`
-}
+// fed is the federation's state directory (make demo runs at the repository root), stateDir its
+// name in messages.
+const (
+	fed      = layout.Dir(layout.DefaultDir)
+	stateDir = layout.DefaultDir
+)
 
 // federation is a running local federation and clients for its clusters.
 type federation struct {
@@ -88,12 +80,8 @@ func ensureFederation(ctx context.Context) (*federation, error) {
 }
 
 func openFederation(startedByUs bool) (*federation, error) {
-	data, err := os.ReadFile(filepath.Join(stateDir, "state.json"))
+	st, err := fed.Load()
 	if err != nil {
-		return nil, err
-	}
-	st := &fedState{}
-	if err := json.Unmarshal(data, st); err != nil {
 		return nil, err
 	}
 	f := &federation{startedByUs: startedByUs, clusters: map[string]kubernetes.Interface{}}
@@ -112,7 +100,7 @@ func openFederation(startedByUs bool) (*federation, error) {
 	if err := dbfleetv1alpha1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig("hub"))
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig(layout.HubCluster))
 	if err != nil {
 		return nil, err
 	}
@@ -134,8 +122,8 @@ func openFederation(startedByUs bool) (*federation, error) {
 	return f, nil
 }
 
-func kubeconfig(cluster string) string { return filepath.Join(stateDir, cluster+".kubeconfig") }
+func kubeconfig(cluster string) string { return fed.Kubeconfig(cluster) }
 
-func pidFile(component string) string { return filepath.Join(stateDir, "pids", component+".pid") }
+func pidFile(component string) string { return fed.PidFile(component) }
 
-func logFile(component string) string { return filepath.Join(stateDir, "logs", component+".log") }
+func logFile(component string) string { return fed.LogFile(component) }

@@ -12,6 +12,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/dbfleet/dbfleet/hack/localfed/layout"
 )
 
 type demo struct {
@@ -113,7 +115,7 @@ func (d *demo) explore() {
 		t.failed.Seconds(), t.back.Seconds(), t.reconverged.Seconds())
 	say("")
 	say("Explore (the hub and each member have an admin kubeconfig in %s/):", stateDir)
-	hub := "kubectl --kubeconfig " + kubeconfig("hub")
+	hub := "kubectl --kubeconfig " + kubeconfig(layout.HubCluster)
 	cmds := [][2]string{
 		{hub + " get mc", "members: region, zone, Ready, heartbeat"},
 		{hub + " get dbc,mdb -A", "the database and its per-cluster shares"},

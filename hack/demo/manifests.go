@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/dbfleet/dbfleet/hack/localfed/layout"
 )
 
 // The demo's objects, written to .localfed/demo/ so the user can read and reapply them.
@@ -84,7 +86,7 @@ spec:
 
 // writeManifests writes the demo's YAML files and returns their paths.
 func writeManifests(members []string) (policy, database string, err error) {
-	dir := filepath.Join(stateDir, "demo")
+	dir := fed.Demo()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", "", err
 	}
@@ -97,7 +99,7 @@ func writeManifests(members []string) (policy, database string, err error) {
 
 // kubectl runs kubectl against the hub and echoes the command.
 func kubectl(ctx context.Context, args ...string) error {
-	args = append([]string{"--kubeconfig", kubeconfig("hub")}, args...)
+	args = append([]string{"--kubeconfig", kubeconfig(layout.HubCluster)}, args...)
 	say("$ kubectl %s", strings.Join(args, " "))
 	out, err := exec.CommandContext(ctx, "kubectl", args...).CombinedOutput()
 	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/hack/localfed/layout"
 )
 
 // The demo's phases: place a database, cut its primary's member off, bring it back.
@@ -54,7 +55,7 @@ func (d *demo) place(ctx context.Context) error {
 		return s.conditionIs(dbfleetv1alpha1.ConditionScheduled, metav1.ConditionTrue) && len(s.db.Status.Placements) > 0
 	})
 	ready := w.expect("every replica Running and Ready in its member, the database Available", 0, (*snapshot).converged)
-	s, err := w.wait(ctx, scheduled, time.Minute, "is the hub running? see "+logFile("hub"))
+	s, err := w.wait(ctx, scheduled, time.Minute, "is the hub running? see "+logFile(layout.Hub))
 	if err != nil {
 		return err
 	}
@@ -91,7 +92,7 @@ func (d *demo) place(ctx context.Context) error {
 	para("Each share has its own ordinal range, so pod names are unique across the fleet; the primary is where " +
 		"spec.primary.preferredClusters asks. Each member's agent now runs its share as a StatefulSet; kwok makes " +
 		"the pods Running and Ready.")
-	if _, err := w.wait(ctx, ready, 3*time.Minute, "see the agents' logs "+logFile("agent-*")+" and the members' controller managers'"); err != nil {
+	if _, err := w.wait(ctx, ready, 3*time.Minute, "see the agents' logs "+logFile(layout.Agent("*"))+" and the members' controller managers'"); err != nil {
 		return err
 	}
 	d.t.ready = ready.at
@@ -137,7 +138,7 @@ func (d *demo) failover(ctx context.Context) error {
 	if victim == "" {
 		return fmt.Errorf("the database has no primary to fail over")
 	}
-	d.victim = "agent-" + victim
+	d.victim = layout.Agent(victim)
 	pid, _ := os.ReadFile(pidFile(d.victim))
 	startPhase("failover", fmt.Sprintf("Step 3/4: cut %s off", victim))
 	para("%s holds the primary. Its agent (pid %s, from %s) is the member's only link to the hub. We stop it, "+
@@ -181,22 +182,22 @@ func (d *demo) failover(ctx context.Context) error {
 		return recoveredWithout(s, victim)
 	})
 	budget := f.grace + 2*f.heartbeat + 30*time.Second
-	if _, err := w.wait(ctx, unknown, budget, fmt.Sprintf("the hub should judge %s after %s without a lease renewal; see %s", victim, f.grace, logFile("hub"))); err != nil {
+	if _, err := w.wait(ctx, unknown, budget, fmt.Sprintf("the hub should judge %s after %s without a lease renewal; see %s", victim, f.grace, logFile(layout.Hub))); err != nil {
 		return err
 	}
 	d.t.unknown = unknown.at
-	if _, err := w.wait(ctx, tainted, budget+15*time.Second, "see "+logFile("hub")); err != nil {
+	if _, err := w.wait(ctx, tainted, budget+15*time.Second, "see "+logFile(layout.Hub)); err != nil {
 		return err
 	}
 	budget += time.Duration(tolerationSeconds)*time.Second + 30*time.Second
-	if _, err := w.wait(ctx, replaced, budget, fmt.Sprintf("the toleration of %d s should have run out; see %s", tolerationSeconds, logFile("hub"))); err != nil {
+	if _, err := w.wait(ctx, replaced, budget, fmt.Sprintf("the toleration of %d s should have run out; see %s", tolerationSeconds, logFile(layout.Hub))); err != nil {
 		return err
 	}
 	d.t.replaced = replaced.at
-	if _, err := w.wait(ctx, promoted, budget+f.fenceAfter, "see "+logFile("hub")); err != nil {
+	if _, err := w.wait(ctx, promoted, budget+f.fenceAfter, "see "+logFile(layout.Hub)); err != nil {
 		return err
 	}
-	if _, err := w.wait(ctx, recovered, budget+3*time.Minute, "see the agents' logs "+logFile("agent-*")); err != nil {
+	if _, err := w.wait(ctx, recovered, budget+3*time.Minute, "see the agents' logs "+logFile(layout.Agent("*"))); err != nil {
 		return err
 	}
 	d.t.failed = recovered.at
@@ -252,7 +253,7 @@ func recoveredWithout(s *snapshot, victim string) bool {
 
 func (d *demo) recover(ctx context.Context) error {
 	f := d.f
-	victim := strings.TrimPrefix(d.victim, "agent-")
+	victim := strings.TrimPrefix(d.victim, layout.Agent(""))
 	startPhase("return", fmt.Sprintf("Step 4/4: bring %s back", victim))
 	para("We start %s's agent again with the command localfed up used (bin/localfed start %s). It renews its "+
 		"lease, the hub marks the cluster Ready and lifts the taint, and the agent removes the share the hub "+
@@ -275,10 +276,10 @@ func (d *demo) recover(ctx context.Context) error {
 		return err
 	}
 	d.t.back = ready.at
-	if _, err := w.wait(ctx, untainted, f.heartbeat+45*time.Second, "see "+logFile("hub")); err != nil {
+	if _, err := w.wait(ctx, untainted, f.heartbeat+45*time.Second, "see "+logFile(layout.Hub)); err != nil {
 		return err
 	}
-	if _, err := w.wait(ctx, settled, 3*time.Minute, "see "+logFile("agent-"+victim)+" and "+logFile("hub")); err != nil {
+	if _, err := w.wait(ctx, settled, 3*time.Minute, "see "+logFile(layout.Agent(victim))+" and "+logFile(layout.Hub)); err != nil {
 		return err
 	}
 	d.t.reconverged = settled.at

@@ -9,16 +9,19 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/dbfleet/dbfleet/hack/localfed/layout"
+	"github.com/dbfleet/dbfleet/test/framework/process"
 )
 
 // A kube-apiserver per cluster (the hub and each member), all on the one etcd under
 // --etcd-prefix=/<cluster>, on 127.0.0.1 and a free port.
 
-func apiserverComponent(bin, etcdURL, cluster string, port int, p clusterPKI) Component {
-	return Component{Name: "apiserver-" + cluster, Args: []string{bin,
+func apiserverComponent(bin, etcdURL, cluster string, port *process.Port, p clusterPKI) layout.Component {
+	return layout.Component{Name: layout.APIServer(cluster), Args: []string{bin,
 		"--etcd-servers=" + etcdURL,
 		"--etcd-prefix=/" + cluster,
-		fmt.Sprintf("--secure-port=%d", port),
+		"--secure-port=" + port.String(),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
 		"--cert-dir=" + p.certDir(),
@@ -31,47 +34,55 @@ func apiserverComponent(bin, etcdURL, cluster string, port int, p clusterPKI) Co
 	}}
 }
 
-// startAPIServer starts the API server of a cluster, writes its admin kubeconfig once the server
-// generated its certificate, and waits for /readyz.
-func (f *fed) startAPIServer(ctx context.Context, cluster string, port int) error {
-	p, err := newPKI(f.dir.pki(cluster))
+// startAPIServer starts the API server of a cluster on a fresh port (another when that one was
+// taken), writes its admin kubeconfig once the server generated its certificate, and waits for
+// /readyz.
+func (f *fed) startAPIServer(ctx context.Context, cluster string) error {
+	p, err := newPKI(f.dir.PKI(cluster))
 	if err != nil {
-		return fmt.Errorf("apiserver-%s: keys: %w", cluster, err)
+		return fmt.Errorf("%s: keys: %w", layout.APIServer(cluster), err)
 	}
-	server := fmt.Sprintf("https://127.0.0.1:%d", port)
-	f.mu.Lock()
-	f.st.Servers[cluster] = server
-	f.mu.Unlock()
-	r, err := f.launch(apiserverComponent(f.bins.apiserver, f.st.EtcdURL, cluster, port, p))
-	if err != nil {
-		return err
-	}
-	kubeconfig := f.dir.kubeconfig(cluster)
-	var cs *kubernetes.Clientset
-	err = waitReady(ctx, r.name, 3*time.Minute, func(ctx context.Context) error {
-		if cs == nil {
-			if _, err := os.Stat(p.servingCert()); err != nil {
-				return errors.New("no serving certificate generated yet")
-			}
-			if err := writeKubeconfig(kubeconfig, cluster, server, p); err != nil {
-				return err
-			}
-			c, err := clientFor(kubeconfig)
-			if err != nil {
-				return err
-			}
-			cs = c
-		}
-		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	kubeconfig := f.dir.Kubeconfig(cluster)
+	var server string
+	err = process.RetryOnPortConflict(portAttempts, func() error {
+		port, err := process.ReservePort()
 		if err != nil {
-			return fmt.Errorf("/readyz: %v %s", err, body)
+			return err
 		}
-		return nil
-	}, r)
+		server = "https://" + port.Addr()
+		f.mu.Lock()
+		f.st.Servers[cluster] = server
+		f.mu.Unlock()
+		r, err := f.launch(apiserverComponent(f.bins.apiserver, f.st.EtcdURL, cluster, port, p), port)
+		if err != nil {
+			return err
+		}
+		var cs *kubernetes.Clientset
+		return waitReady(ctx, r.Name(), 3*time.Minute, func(ctx context.Context) error {
+			if cs == nil {
+				if _, err := os.Stat(p.servingCert()); err != nil {
+					return errors.New("no serving certificate generated yet")
+				}
+				if err := writeKubeconfig(kubeconfig, cluster, server, p); err != nil {
+					return err
+				}
+				c, err := clientFor(kubeconfig)
+				if err != nil {
+					return err
+				}
+				cs = c
+			}
+			body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+			if err != nil {
+				return fmt.Errorf("/readyz: %v %s", err, body)
+			}
+			return nil
+		}, r)
+	})
 	if err != nil {
 		return err
 	}
-	say("apiserver-%s: ready on %s, kubeconfig %s", cluster, server, rel(kubeconfig))
+	say("%s: ready on %s, kubeconfig %s", layout.APIServer(cluster), server, rel(kubeconfig))
 	return nil
 }
 

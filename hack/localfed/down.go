@@ -5,17 +5,19 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/dbfleet/dbfleet/hack/localfed/layout"
 )
 
 // down stops every process of the federation by its pid file, in waves (agents and hub, then the
 // members' controllers, scheduler and kwok, then the API servers, then etcd), and removes the
 // state directory. When a process cannot be stopped the directory is kept, pid files included.
-func down(d stateDir, removeState bool) error {
-	if !d.exists() {
+func down(d layout.Dir, removeState bool) error {
+	if !d.Exists() {
 		say("no local federation in %s: nothing to stop", rel(string(d)))
 		return nil
 	}
-	names, err := d.pidNames()
+	names, err := d.PidNames()
 	if err != nil {
 		return err
 	}
@@ -28,11 +30,11 @@ func down(d stateDir, removeState bool) error {
 			continue
 		}
 		slices.Sort(wave)
-		if err := d.stopAll(wave); err != nil {
+		if err := stopAll(d, wave); err != nil {
 			return fmt.Errorf("%w: %s kept", err, rel(string(d)))
 		}
 	}
-	if alive := d.aliveComponents(); len(alive) > 0 {
+	if alive := aliveComponents(d); len(alive) > 0 {
 		return fmt.Errorf("still running: %s; %s kept", strings.Join(alive, ", "), rel(string(d)))
 	}
 	if !removeState {
@@ -48,27 +50,14 @@ func down(d stateDir, removeState bool) error {
 // stopWave orders shutdown so nothing waits on a server already gone.
 func stopWave(component string) int {
 	switch {
-	case component == "etcd":
+	case component == layout.Etcd:
 		return 3
-	case strings.HasPrefix(component, "apiserver-"):
+	case strings.HasPrefix(component, layout.APIServer("")):
 		return 2
-	case strings.HasPrefix(component, "controller-manager-"), strings.HasPrefix(component, "scheduler-"),
-		strings.HasPrefix(component, "kwok-"):
+	case strings.HasPrefix(component, layout.ControllerManager("")), strings.HasPrefix(component, layout.Scheduler("")),
+		strings.HasPrefix(component, layout.Kwok("")):
 		return 1
 	default: // agents, the hub
 		return 0
 	}
-}
-
-// aliveComponents are the components whose pid file names a live process of this federation.
-func (d stateDir) aliveComponents() []string {
-	names, _ := d.pidNames()
-	var alive []string
-	for _, n := range names {
-		if _, ok := d.pidStatus(n); ok {
-			alive = append(alive, n)
-		}
-	}
-	slices.Sort(alive)
-	return alive
 }

@@ -2,21 +2,21 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"net/http"
-	"strings"
+	"os"
 	"time"
+
+	"github.com/dbfleet/dbfleet/hack/localfed/layout"
+	"github.com/dbfleet/dbfleet/test/framework/process"
 )
 
 // One etcd serves every API server of the federation, each under its own --etcd-prefix.
 
-func etcdComponent(d stateDir, bin string, clientPort, peerPort int) Component {
-	client := fmt.Sprintf("http://127.0.0.1:%d", clientPort)
-	peer := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
-	return Component{Name: "etcd", Args: []string{bin,
+func etcdComponent(d layout.Dir, bin string, clientPort, peerPort *process.Port) layout.Component {
+	client := "http://" + clientPort.Addr()
+	peer := "http://" + peerPort.Addr()
+	return layout.Component{Name: layout.Etcd, Args: []string{bin,
 		"--name=localfed",
-		"--data-dir=" + d.path("etcd"),
+		"--data-dir=" + d.EtcdData(),
 		"--listen-client-urls=" + client,
 		"--advertise-client-urls=" + client,
 		"--listen-peer-urls=" + peer,
@@ -28,32 +28,35 @@ func etcdComponent(d stateDir, bin string, clientPort, peerPort int) Component {
 }
 
 // etcdHealthy asks etcd's /health endpoint.
-func etcdHealthy(url string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/health", nil)
-		if err != nil {
-			return err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"health":"true"`) {
-			return fmt.Errorf("/health: %s %s", resp.Status, body)
-		}
-		return nil
-	}
+func etcdHealthy(url string) process.Probe {
+	return process.HTTPOK(url+"/health", `"health":"true"`)
 }
 
-func (f *fed) startEtcd(ctx context.Context, clientPort, peerPort int) error {
-	f.st.EtcdURL = fmt.Sprintf("http://127.0.0.1:%d", clientPort)
-	r, err := f.launch(etcdComponent(f.dir, f.bins.etcd, clientPort, peerPort))
+// startEtcd starts etcd on two fresh ports and waits for its /health, again on other ports when
+// one was taken.
+func (f *fed) startEtcd(ctx context.Context) error {
+	err := process.RetryOnPortConflict(portAttempts, func() error {
+		ports, err := process.ReservePorts(2)
+		if err != nil {
+			return err
+		}
+		// A start that failed may have left data naming its ports: begin afresh.
+		if err := os.RemoveAll(f.dir.EtcdData()); err != nil {
+			process.ReleaseAll(ports)
+			return err
+		}
+		if err := os.MkdirAll(f.dir.EtcdData(), 0o700); err != nil {
+			process.ReleaseAll(ports)
+			return err
+		}
+		f.st.EtcdURL = "http://" + ports[0].Addr()
+		r, err := f.launch(etcdComponent(f.dir, f.bins.etcd, ports[0], ports[1]), ports...)
+		if err != nil {
+			return err
+		}
+		return waitReady(ctx, layout.Etcd, 30*time.Second, etcdHealthy(f.st.EtcdURL), r)
+	})
 	if err != nil {
-		return err
-	}
-	if err := waitReady(ctx, "etcd", 30*time.Second, etcdHealthy(f.st.EtcdURL), r); err != nil {
 		return err
 	}
 	say("etcd: ready on %s", f.st.EtcdURL)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +22,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/hack/localfed/layout"
+	"github.com/dbfleet/dbfleet/test/framework/process"
 )
 
 // Wiring dbfleet onto the clusters: the CRDs on the hub, `hub run`, then for each member
@@ -41,7 +42,7 @@ func kubectl(ctx context.Context, args ...string) error {
 
 // installCRDs applies deploy/crds to the hub and waits until they are served.
 func (f *fed) installCRDs(ctx context.Context) error {
-	hub := f.dir.kubeconfig("hub")
+	hub := f.dir.Kubeconfig(layout.HubCluster)
 	if err := kubectl(ctx, "--kubeconfig", hub, "apply", "--server-side", "-k", f.bins.crds); err != nil {
 		return fmt.Errorf("install the CRDs: %w", err)
 	}
@@ -62,88 +63,82 @@ func (f *fed) installCRDs(ctx context.Context) error {
 	return nil
 }
 
-// startHub runs `hub run` and waits for its /readyz.
-func (f *fed) startHub(ctx context.Context, metricsPort, healthPort int) error {
-	f.st.HubMetrics = fmt.Sprintf("127.0.0.1:%d", metricsPort)
-	f.st.HubHealth = fmt.Sprintf("127.0.0.1:%d", healthPort)
-	r, err := f.launch(Component{Name: "hub", Args: []string{f.bins.hub, "run",
-		"--kubeconfig", f.dir.kubeconfig("hub"),
-		"--leader-elect=false",
-		"--cluster-grace-period", f.st.GracePeriod,
-		"--metrics-bind-address", f.st.HubMetrics,
-		"--health-probe-bind-address", f.st.HubHealth,
-	}})
+// startHub runs `hub run` with its metrics and probes on fresh ports (others when one was taken)
+// and waits for its /readyz.
+func (f *fed) startHub(ctx context.Context) error {
+	err := process.RetryOnPortConflict(portAttempts, func() error {
+		ports, err := process.ReservePorts(2)
+		if err != nil {
+			return err
+		}
+		f.st.HubMetrics, f.st.HubHealth = ports[0].Addr(), ports[1].Addr()
+		r, err := f.launch(layout.Component{Name: layout.Hub, Args: []string{f.bins.hub, "run",
+			"--kubeconfig", f.dir.Kubeconfig(layout.HubCluster),
+			"--leader-elect=false",
+			"--cluster-grace-period", f.st.GracePeriod,
+			"--metrics-bind-address", f.st.HubMetrics,
+			"--health-probe-bind-address", f.st.HubHealth,
+		}}, ports...)
+		if err != nil {
+			return err
+		}
+		return waitReady(ctx, layout.Hub, time.Minute, process.HTTPOK("http://"+f.st.HubHealth+"/readyz"), r)
+	})
 	if err != nil {
-		return err
-	}
-	if err := waitReady(ctx, "hub", time.Minute, httpOK("http://"+f.st.HubHealth+"/readyz"), r); err != nil {
 		return err
 	}
 	say("hub: running (cluster grace period %s), metrics http://%s/metrics", f.st.GracePeriod, f.st.HubMetrics)
 	return nil
 }
 
-func httpOK(url string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %s %s", url, resp.Status, bytes.TrimSpace(body))
-		}
-		return nil
-	}
-}
-
 // joinMember runs `hub join`, applies the manifests to the member and starts its agent.
-func (f *fed) joinMember(ctx context.Context, m Member, healthPort int) error {
-	manifests := f.dir.agentManifests(m.Name)
+func (f *fed) joinMember(ctx context.Context, m layout.Member) error {
+	manifests := f.dir.AgentManifests(m.Name)
 	join := exec.CommandContext(ctx, f.bins.hub, "join", m.Name, "--region", m.Region, "--zone", m.Zone,
-		"--kubeconfig", f.dir.kubeconfig("hub"),
+		"--kubeconfig", f.dir.Kubeconfig(layout.HubCluster),
 		"--heartbeat-interval", f.st.HeartbeatInterval, "--fence-after", f.st.FenceAfter,
 		"-o", manifests)
 	out, err := join.CombinedOutput()
-	if logErr := os.WriteFile(f.dir.logFile("join-"+m.Name), out, 0o600); logErr != nil {
+	if logErr := os.WriteFile(f.dir.JoinLog(m.Name), out, 0o600); logErr != nil {
 		return logErr
 	}
 	if err != nil {
-		return fmt.Errorf("hub join %s: %w; its output (%s):\n%s", m.Name, err, rel(f.dir.logFile("join-"+m.Name)), tail(f.dir.logFile("join-"+m.Name), 15))
+		return fmt.Errorf("hub join %s: %w; its output (%s):\n%s", m.Name, err, rel(f.dir.JoinLog(m.Name)), process.Tail(f.dir.JoinLog(m.Name), 15))
 	}
-	if err := kubectl(ctx, "--kubeconfig", f.dir.kubeconfig(m.Name), "apply", "-f", manifests); err != nil {
+	if err := kubectl(ctx, "--kubeconfig", f.dir.Kubeconfig(m.Name), "apply", "-f", manifests); err != nil {
 		return fmt.Errorf("%s: apply the agent manifests: %w", m.Name, err)
 	}
 	hubKubeconfig, err := agentCredential(manifests)
 	if err != nil {
 		return fmt.Errorf("%s: %w", m.Name, err)
 	}
-	if err := os.WriteFile(f.dir.agentHubKubeconfig(m.Name), hubKubeconfig, 0o600); err != nil {
+	if err := os.WriteFile(f.dir.AgentHubKubeconfig(m.Name), hubKubeconfig, 0o600); err != nil {
 		return err
 	}
 	say("%s: joined (hub join, manifests %s applied to the member with kubectl)", m.Name, rel(manifests))
-	health := fmt.Sprintf("127.0.0.1:%d", healthPort)
-	f.mu.Lock()
-	f.st.AgentHealth[m.Name] = health
-	f.mu.Unlock()
-	r, err := f.launch(Component{Name: "agent-" + m.Name, Args: []string{f.bins.agent,
-		"--cluster-name", m.Name,
-		"--hub-kubeconfig", f.dir.agentHubKubeconfig(m.Name),
-		"--kubeconfig", f.dir.kubeconfig(m.Name),
-		"--heartbeat-interval", f.st.HeartbeatInterval,
-		"--fence-after", f.st.FenceAfter,
-		"--metrics-bind-address", "0",
-		"--health-probe-bind-address", health,
-	}})
-	if err != nil {
-		return err
-	}
-	return waitReady(ctx, "agent-"+m.Name, time.Minute, httpOK("http://"+health+"/readyz"), r)
+	return process.RetryOnPortConflict(portAttempts, func() error {
+		port, err := process.ReservePort()
+		if err != nil {
+			return err
+		}
+		health := port.Addr()
+		f.mu.Lock()
+		f.st.AgentHealth[m.Name] = health
+		f.mu.Unlock()
+		r, err := f.launch(layout.Component{Name: layout.Agent(m.Name), Args: []string{f.bins.agent,
+			"--cluster-name", m.Name,
+			"--hub-kubeconfig", f.dir.AgentHubKubeconfig(m.Name),
+			"--kubeconfig", f.dir.Kubeconfig(m.Name),
+			"--heartbeat-interval", f.st.HeartbeatInterval,
+			"--fence-after", f.st.FenceAfter,
+			"--metrics-bind-address", "0",
+			"--health-probe-bind-address", health,
+		}}, port)
+		if err != nil {
+			return err
+		}
+		return waitReady(ctx, layout.Agent(m.Name), time.Minute, process.HTTPOK("http://"+health+"/readyz"), r)
+	})
 }
 
 // agentCredential is the hub kubeconfig in the join manifests' Secret, the one the agent's
@@ -178,7 +173,7 @@ func agentCredential(manifests string) ([]byte, error) {
 
 // membersReady succeeds once every member's MemberCluster is Ready=True on the hub.
 func (f *fed) membersReady() (func(context.Context) error, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", f.dir.kubeconfig("hub"))
+	cfg, err := clientcmd.BuildConfigFromFlags("", f.dir.Kubeconfig(layout.HubCluster))
 	if err != nil {
 		return nil, err
 	}

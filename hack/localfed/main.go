@@ -23,6 +23,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/dbfleet/dbfleet/hack/localfed/layout"
 )
 
 const usage = `usage: localfed COMMAND [flags]
@@ -38,7 +40,7 @@ Run 'localfed COMMAND -h' for the flags of a command.
 `
 
 // defaultMembers are the members of --members N, in order.
-var defaultMembers = []Member{
+var defaultMembers = []layout.Member{
 	{Name: "east", Region: "us-east", Zone: "us-east-1a"},
 	{Name: "west", Region: "us-west", Zone: "us-west-2a"},
 	{Name: "central", Region: "eu-central", Zone: "eu-central-1a"},
@@ -52,7 +54,7 @@ func main() {
 	cmd, args := os.Args[1], os.Args[2:]
 	prefix = "localfed " + cmd
 	fs := flag.NewFlagSet("localfed "+cmd, flag.ExitOnError)
-	dirFlag := fs.String("dir", ".localfed", "state directory")
+	dirFlag := fs.String("dir", layout.DefaultDir, "state directory")
 	binFlag := fs.String("bin", "bin", "directory of hub and agent; the Kubernetes binaries are in its k8s/")
 	var o upOptions
 	var members string
@@ -71,7 +73,7 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	d := stateDir(dir)
+	d := layout.Dir(dir)
 	switch cmd {
 	case "up":
 		if o.members, err = parseMembers(members); err != nil {
@@ -129,34 +131,34 @@ func fail(err error) {
 }
 
 // parseMembers reads --members: a count, or a list of name[=region/zone].
-func parseMembers(s string) ([]Member, error) {
+func parseMembers(s string) ([]layout.Member, error) {
 	if n, err := strconv.Atoi(s); err == nil {
 		if n < 1 || n > 9 {
 			return nil, fmt.Errorf("a count must be 1 to 9, got %d", n)
 		}
-		var out []Member
+		var out []layout.Member
 		for i := range n {
 			if i < len(defaultMembers) {
 				out = append(out, defaultMembers[i])
 				continue
 			}
 			region := fmt.Sprintf("region-%d", i+1)
-			out = append(out, Member{Name: fmt.Sprintf("member%d", i+1), Region: region, Zone: region + "a"})
+			out = append(out, layout.Member{Name: fmt.Sprintf("member%d", i+1), Region: region, Zone: region + "a"})
 		}
 		return out, nil
 	}
-	var out []Member
+	var out []layout.Member
 	seen := map[string]bool{}
 	for item := range strings.SplitSeq(s, ",") {
 		name, where, hasWhere := strings.Cut(strings.TrimSpace(item), "=")
-		if !validName(name) || name == "hub" {
+		if !validName(name) || name == layout.HubCluster {
 			return nil, fmt.Errorf("%q is not a member name (lowercase letters, digits and '-', not 'hub')", name)
 		}
 		if seen[name] {
 			return nil, fmt.Errorf("%q given twice", name)
 		}
 		seen[name] = true
-		m := Member{Name: name, Region: name, Zone: name + "-a"}
+		m := layout.Member{Name: name, Region: name, Zone: name + "-a"}
 		for _, def := range defaultMembers {
 			if def.Name == name {
 				m = def

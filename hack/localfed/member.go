@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/dbfleet/dbfleet/hack/localfed/layout"
+	"github.com/dbfleet/dbfleet/test/framework/process"
 )
 
 // A member's control plane besides its API server: kube-controller-manager with the default
@@ -11,8 +14,8 @@ import (
 // garbage collection run the agent's objects), kube-scheduler, and kwok, which plays the kubelet
 // of the fake Nodes (Ready, heartbeats) and of their Pods (Running, Ready). None serves a port.
 
-func controllerManagerComponent(bin, member, kubeconfig string, p clusterPKI) Component {
-	return Component{Name: "controller-manager-" + member, Args: []string{bin,
+func controllerManagerComponent(bin, member, kubeconfig string, p clusterPKI) layout.Component {
+	return layout.Component{Name: layout.ControllerManager(member), Args: []string{bin,
 		"--kubeconfig=" + kubeconfig,
 		"--leader-elect=false",
 		"--secure-port=0",
@@ -22,8 +25,8 @@ func controllerManagerComponent(bin, member, kubeconfig string, p clusterPKI) Co
 	}}
 }
 
-func schedulerComponent(bin, member, kubeconfig string) Component {
-	return Component{Name: "scheduler-" + member, Args: []string{bin,
+func schedulerComponent(bin, member, kubeconfig string) layout.Component {
+	return layout.Component{Name: layout.Scheduler(member), Args: []string{bin,
 		"--kubeconfig=" + kubeconfig,
 		"--authentication-kubeconfig=" + kubeconfig,
 		"--authorization-kubeconfig=" + kubeconfig,
@@ -32,8 +35,8 @@ func schedulerComponent(bin, member, kubeconfig string) Component {
 	}}
 }
 
-func kwokComponent(bin, stages, member, kubeconfig string) Component {
-	return Component{Name: "kwok-" + member, Args: []string{bin,
+func kwokComponent(bin, stages, member, kubeconfig string) layout.Component {
+	return layout.Component{Name: layout.Kwok(member), Args: []string{bin,
 		"--kubeconfig=" + kubeconfig,
 		"--config=" + stages,
 		"--manage-all-nodes=false",
@@ -45,12 +48,12 @@ func kwokComponent(bin, stages, member, kubeconfig string) Component {
 
 // startMemberControlPlane starts the controllers, scheduler and kwok of a member whose API server
 // is ready, then creates its fake Nodes and volumes and waits until the Nodes take Pods.
-func (f *fed) startMemberControlPlane(ctx context.Context, m Member) error {
-	kubeconfig := f.dir.kubeconfig(m.Name)
-	p := clusterPKI{dir: f.dir.pki(m.Name)}
+func (f *fed) startMemberControlPlane(ctx context.Context, m layout.Member) error {
+	kubeconfig := f.dir.Kubeconfig(m.Name)
+	p := clusterPKI{dir: f.dir.PKI(m.Name)}
 	p.saKey = p.dir + "/sa.key"
-	var procs []*running
-	for _, c := range []Component{
+	var procs []*process.Process
+	for _, c := range []layout.Component{
 		controllerManagerComponent(f.bins.controllerManager, m.Name, kubeconfig, p),
 		schedulerComponent(f.bins.scheduler, m.Name, kubeconfig),
 		kwokComponent(f.bins.kwok, f.bins.kwokStages, m.Name, kubeconfig),

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/dbfleet/dbfleet/hack/localfed/layout"
 )
 
 // Each member gets nodesPerMember fake Nodes that kwok manages (it selects them by annotation),
@@ -19,7 +21,7 @@ const (
 	fakeNodeAnnotation = "kwok.x-k8s.io/node"
 )
 
-func fakeNode(m Member, i int) *corev1.Node {
+func fakeNode(m layout.Member, i int) *corev1.Node {
 	name := fmt.Sprintf("%s-node-%d", m.Name, i)
 	res := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("8"),
@@ -45,7 +47,7 @@ func fakeNode(m Member, i int) *corev1.Node {
 
 // createNodes creates the member's fake Nodes with their capacity (a kubelet registers its Node
 // the same way, status included).
-func createNodes(ctx context.Context, cs kubernetes.Interface, m Member) error {
+func createNodes(ctx context.Context, cs kubernetes.Interface, m layout.Member) error {
 	for i := range nodesPerMember {
 		want := fakeNode(m, i)
 		got, err := cs.CoreV1().Nodes().Create(ctx, want, metav1.CreateOptions{})

@@ -8,35 +8,35 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/dbfleet/dbfleet/hack/localfed/layout"
+	"github.com/dbfleet/dbfleet/test/framework/process"
 )
 
 // status prints each component, its pid and whether it is alive; it fails when one is not.
-func status(d stateDir) error {
-	st, err := d.load()
+func status(d layout.Dir) error {
+	st, err := d.Load()
 	if err != nil {
-		if !d.exists() {
+		if !d.Exists() {
 			fmt.Printf("no local federation in %s (make localfed-up starts one)\n", rel(string(d)))
 			return errNothingRuns
 		}
 		return err
 	}
-	names := []string{}
-	for _, c := range st.Components {
-		names = append(names, c.Name)
-	}
-	extra, _ := d.pidNames()
+	names := st.ComponentNames()
+	extra, _ := d.PidNames()
 	for _, n := range extra {
 		if !slices.Contains(names, n) {
 			names = append(names, n)
 		}
 	}
 	fmt.Printf("local federation in %s, started %s ago; hub %s, members %s\n", rel(string(d)),
-		time.Since(st.Started).Round(time.Second), st.Servers["hub"], strings.Join(memberNames(st.Members), ", "))
+		time.Since(st.Started).Round(time.Second), st.Servers[layout.HubCluster], strings.Join(st.MemberNames(), ", "))
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "COMPONENT\tPID\tSTATE\tLOG")
 	down := 0
 	for _, n := range names {
-		pid, alive := d.pidStatus(n)
+		pid, alive := pidStatus(d, n)
 		state, pidText := "running", fmt.Sprint(pid)
 		switch {
 		case pid == 0:
@@ -46,7 +46,7 @@ func status(d stateDir) error {
 			state = "dead"
 			down++
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", n, pidText, state, rel(d.logFile(n)))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", n, pidText, state, rel(d.LogFile(n)))
 	}
 	_ = w.Flush()
 	if down == len(names) {
@@ -62,53 +62,49 @@ func status(d stateDir) error {
 var errNothingRuns = errors.New("no process of the federation is running")
 
 // startComponent starts a stopped component again, exactly as up started it.
-func startComponent(d stateDir, name string) error {
-	st, err := d.load()
+func startComponent(d layout.Dir, name string) error {
+	st, err := d.Load()
 	if err != nil {
 		return err
 	}
-	c, ok := st.component(name)
+	c, ok := st.Component(name)
 	if !ok {
-		return fmt.Errorf("no component %q; known: %s", name, strings.Join(componentNames(st), ", "))
+		return fmt.Errorf("no component %q; known: %s", name, strings.Join(st.ComponentNames(), ", "))
 	}
-	if pid, alive := d.pidStatus(name); alive {
+	if pid, alive := pidStatus(d, name); alive {
 		return fmt.Errorf("%s is already running (pid %d)", name, pid)
 	}
-	r, err := d.start(c)
+	r, err := start(d, c)
 	if err != nil {
 		return err
 	}
 	// A bad start shows within a moment (a port taken, a file gone).
 	select {
-	case <-r.exited:
-		return fmt.Errorf("%s (pid %d) %s at once; its log %s ends:\n%s", name, r.pid, r.exitError(), rel(r.log), tail(r.log, 15))
+	case <-r.Done():
+		_, how := r.Exited()
+		if how == nil {
+			how = errors.New("exited with status 0")
+		}
+		return fmt.Errorf("%s (pid %d) %v at once; its log %s ends:\n%s", name, r.Pid(), how, rel(r.LogFile()), process.Tail(r.LogFile(), 15))
 	case <-time.After(time.Second):
 	}
-	say("%s: started (pid %d), log %s", name, r.pid, rel(r.log))
+	say("%s: started (pid %d), log %s", name, r.Pid(), rel(r.LogFile()))
 	return nil
 }
 
 // stopComponent stops one component by its pid file.
-func stopComponent(d stateDir, name string) error {
-	if _, err := os.Stat(d.pidFile(name)); errors.Is(err, os.ErrNotExist) {
-		if st, lerr := d.load(); lerr == nil {
-			if _, ok := st.component(name); !ok {
-				return fmt.Errorf("no component %q; known: %s", name, strings.Join(componentNames(st), ", "))
+func stopComponent(d layout.Dir, name string) error {
+	if _, err := os.Stat(d.PidFile(name)); errors.Is(err, os.ErrNotExist) {
+		if st, lerr := d.Load(); lerr == nil {
+			if _, ok := st.Component(name); !ok {
+				return fmt.Errorf("no component %q; known: %s", name, strings.Join(st.ComponentNames(), ", "))
 			}
 		}
 	}
-	what, err := d.stop(name)
+	what, err := stop(d, name)
 	if err != nil {
 		return err
 	}
 	say("%s: %s", name, what)
 	return nil
-}
-
-func componentNames(st *State) []string {
-	var out []string
-	for _, c := range st.Components {
-		out = append(out, c.Name)
-	}
-	return out
 }

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/dbfleet/dbfleet/hack/localfed/layout"
+	"github.com/dbfleet/dbfleet/test/framework/process"
 )
 
 // up brings the federation up: etcd, the API servers, each member's control plane and fake
@@ -16,7 +19,7 @@ import (
 // leaving the processes running. On failure it stops whatever it started.
 
 type upOptions struct {
-	members           []Member
+	members           []layout.Member
 	gracePeriod       time.Duration
 	heartbeatInterval time.Duration
 	fenceAfter        time.Duration
@@ -60,43 +63,44 @@ func findBinaries(binDir, crds string) (binaries, error) {
 
 // fed is a federation being brought up.
 type fed struct {
-	dir     stateDir
+	dir     layout.Dir
 	bins    binaries
 	volumes int // PersistentVolumes per member
 
 	mu    sync.Mutex // guards st and procs
-	st    *State
-	procs map[string]*running // what this invocation started, by component
+	st    *layout.State
+	procs map[string]*process.Process // what this invocation started, by component
 }
 
-// launch records c in state.json and starts it.
-func (f *fed) launch(c Component) (*running, error) {
+// launch records c in state.json and starts it; ports are released just before it starts.
+func (f *fed) launch(c layout.Component, ports ...*process.Port) (*process.Process, error) {
 	f.mu.Lock()
-	f.st.record(c)
-	err := f.dir.save(f.st)
+	f.st.Record(c)
+	err := f.dir.Save(f.st)
 	f.mu.Unlock()
 	if err != nil {
+		process.ReleaseAll(ports)
 		return nil, err
 	}
-	r, err := f.dir.start(c)
+	r, err := start(f.dir, c, ports...)
 	if err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	f.procs[c.Name] = r
 	f.mu.Unlock()
-	say("%s: started (pid %d), log %s", c.Name, r.pid, rel(r.log))
+	say("%s: started (pid %d), log %s", c.Name, r.Pid(), rel(r.LogFile()))
 	return r, nil
 }
 
 var errAlreadyRunning = errors.New("already running")
 
-func up(ctx context.Context, d stateDir, bins binaries, o upOptions) error {
-	if d.exists() {
-		if alive := d.aliveComponents(); len(alive) > 0 {
+func up(ctx context.Context, d layout.Dir, bins binaries, o upOptions) error {
+	if d.Exists() {
+		if alive := aliveComponents(d); len(alive) > 0 {
 			fmt.Fprintf(os.Stderr, "localfed: a local federation is already running in %s (%d processes alive: %s).\n"+
 				"Use it (kubectl --kubeconfig %s get mc), or stop it first with 'make localfed-down'.\n",
-				rel(string(d)), len(alive), strings.Join(alive, ", "), rel(d.kubeconfig("hub")))
+				rel(string(d)), len(alive), strings.Join(alive, ", "), rel(d.Kubeconfig(layout.HubCluster)))
 			return errAlreadyRunning
 		}
 		say("removing %s left by an earlier run (none of its processes is alive)", rel(string(d)))
@@ -104,14 +108,14 @@ func up(ctx context.Context, d stateDir, bins binaries, o upOptions) error {
 			return err
 		}
 	}
-	if err := d.create(); err != nil {
+	if err := d.Create(); err != nil {
 		return err
 	}
-	f := &fed{dir: d, bins: bins, volumes: o.volumes, procs: map[string]*running{}, st: &State{
+	f := &fed{dir: d, bins: bins, volumes: o.volumes, procs: map[string]*process.Process{}, st: &layout.State{
 		Started: time.Now().UTC(), Members: o.members, Servers: map[string]string{}, AgentHealth: map[string]string{},
 		GracePeriod: o.gracePeriod.String(), HeartbeatInterval: o.heartbeatInterval.String(), FenceAfter: o.fenceAfter.String(),
 	}}
-	if err := d.save(f.st); err != nil {
+	if err := d.Save(f.st); err != nil {
 		return err
 	}
 	names := make([]string, len(o.members))
@@ -123,9 +127,9 @@ func up(ctx context.Context, d stateDir, bins binaries, o upOptions) error {
 		say("FAILED: %v", err)
 		say("stopping what was started")
 		if derr := down(d, false); derr != nil {
-			say("teardown: %v (pid files kept in %s)", derr, rel(d.path("pids")))
+			say("teardown: %v (pid files kept in %s)", derr, rel(d.PidsDir()))
 		} else {
-			say("logs kept in %s; make localfed-down removes them, make localfed-up tries again", rel(d.path("logs")))
+			say("logs kept in %s; make localfed-down removes them, make localfed-up tries again", rel(d.LogsDir()))
 		}
 		return err
 	}
@@ -134,22 +138,15 @@ func up(ctx context.Context, d stateDir, bins binaries, o upOptions) error {
 }
 
 func (f *fed) bringUp(ctx context.Context) error {
-	n := len(f.st.Members)
-	// etcd (2), API servers (1+n), hub metrics and health (2), agents' health (n).
-	ports, err := freePorts(2 + (1 + n) + 2 + n)
-	if err != nil {
-		return err
-	}
-	next := func() int { p := ports[0]; ports = ports[1:]; return p }
-	if err := f.startEtcd(ctx, next(), next()); err != nil {
+	// Each server reserves its own ports and keeps them until it starts (process.ReservePort).
+	if err := f.startEtcd(ctx); err != nil {
 		return err
 	}
 
-	say("starting %d kube-apiservers (a minute or so on a busy machine)", 1+n)
+	say("starting %d kube-apiservers (a minute or so on a busy machine)", 1+len(f.st.Members))
 	var steps []func(context.Context) error
-	for _, cluster := range append([]string{"hub"}, memberNames(f.st.Members)...) {
-		port := next()
-		steps = append(steps, func(ctx context.Context) error { return f.startAPIServer(ctx, cluster, port) })
+	for _, cluster := range append([]string{layout.HubCluster}, f.st.MemberNames()...) {
+		steps = append(steps, func(ctx context.Context) error { return f.startAPIServer(ctx, cluster) })
 	}
 	if err := all(ctx, steps...); err != nil {
 		return err
@@ -160,12 +157,11 @@ func (f *fed) bringUp(ctx context.Context) error {
 	for _, m := range f.st.Members {
 		steps = append(steps, func(ctx context.Context) error { return f.startMemberControlPlane(ctx, m) })
 	}
-	metrics, health := next(), next()
 	steps = append(steps, func(ctx context.Context) error {
 		if err := f.installCRDs(ctx); err != nil {
 			return err
 		}
-		return f.startHub(ctx, metrics, health)
+		return f.startHub(ctx)
 	})
 	if err := all(ctx, steps...); err != nil {
 		return err
@@ -174,8 +170,7 @@ func (f *fed) bringUp(ctx context.Context) error {
 	say("joining the members and starting their agents")
 	steps = nil
 	for _, m := range f.st.Members {
-		port := next()
-		steps = append(steps, func(ctx context.Context) error { return f.joinMember(ctx, m, port) })
+		steps = append(steps, func(ctx context.Context) error { return f.joinMember(ctx, m) })
 	}
 	if err := all(ctx, steps...); err != nil {
 		return err
@@ -185,12 +180,12 @@ func (f *fed) bringUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	watch := []*running{f.procs["hub"]}
+	watch := []*process.Process{f.procs[layout.Hub]}
 	for _, m := range f.st.Members {
-		watch = append(watch, f.procs["agent-"+m.Name])
+		watch = append(watch, f.procs[layout.Agent(m.Name)])
 	}
 	if err := waitReady(ctx, "every MemberCluster Ready", 2*time.Minute, ready, watch...); err != nil {
-		return fmt.Errorf("%w; see the agents' logs %s and the hub's %s", err, rel(f.dir.path("logs", "agent-*.log")), rel(f.dir.logFile("hub")))
+		return fmt.Errorf("%w; see the agents' logs %s and the hub's %s", err, rel(f.dir.LogFile(layout.Agent("*"))), rel(f.dir.LogFile(layout.Hub)))
 	}
 	return nil
 }
@@ -218,21 +213,13 @@ func all(ctx context.Context, steps ...func(context.Context) error) error {
 	return first
 }
 
-func memberNames(members []Member) []string {
-	out := make([]string, len(members))
-	for i, m := range members {
-		out[i] = m.Name
-	}
-	return out
-}
-
 func (f *fed) summary() {
-	hub := "kubectl --kubeconfig " + rel(f.dir.kubeconfig("hub"))
+	hub := "kubectl --kubeconfig " + rel(f.dir.Kubeconfig(layout.HubCluster))
 	say("local federation up in %s: every MemberCluster is Ready", time.Since(began).Round(time.Second))
 	lines := [][2]string{
 		{hub + " get mc", "the members, Ready"},
 		{hub + " get dbc,cpp,pp,mdb -A", "databases, policies, shares"},
-		{"kubectl --kubeconfig " + rel(f.dir.kubeconfig(f.st.Members[0].Name)) + " get nodes,pods -A", "a member"},
+		{"kubectl --kubeconfig " + rel(f.dir.Kubeconfig(f.st.Members[0].Name)) + " get nodes,pods -A", "a member"},
 		{"bin/localfed status", "every process and its pid"},
 		{"make localfed-down", "stop everything and remove " + rel(string(f.dir))},
 	}
@@ -245,5 +232,5 @@ func (f *fed) summary() {
 		fmt.Printf("  %-*s  # %s\n", width, l[0], l[1])
 	}
 	fmt.Printf("\n  logs in %s/<component>.log, pids in %s/<component>.pid; docs/localfed.md shows fault scenarios\n",
-		rel(f.dir.path("logs")), rel(f.dir.path("pids")))
+		rel(f.dir.LogsDir()), rel(f.dir.PidsDir()))
 }

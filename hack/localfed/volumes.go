@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/dbfleet/dbfleet/hack/localfed/layout"
 )
 
 // A member has no volume provisioner, and a StatefulSet Pod whose claim stays Pending is never
@@ -24,7 +26,7 @@ const (
 	volumeSize   = "100Gi"
 )
 
-func createVolumes(ctx context.Context, cs kubernetes.Interface, m Member, volumes int) error {
+func createVolumes(ctx context.Context, cs kubernetes.Interface, m layout.Member, volumes int) error {
 	sc := &storagev1.StorageClass{
 		ObjectMeta: metav1.ObjectMeta{Name: storageClass,
 			Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}},

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/hack/localfed/layout"
 	"github.com/dbfleet/dbfleet/pkg/hub/databasecluster"
 )
 
@@ -32,8 +33,8 @@ func TestMemberLoss(t *testing.T) {
 	before := fed.primaryOn(t, dbc, lost)
 
 	sw := newStopwatch(t)
-	fed.stop(t, "agent-"+lost)
-	stopped := sw.lap("agent-" + lost + " stopped")
+	fed.stop(t, layout.Agent(lost))
+	stopped := sw.lap(layout.Agent(lost) + " stopped")
 	t.Run("FailsOverWithinGraceAndToleration", func(t *testing.T) {
 		promoted := fed.awaitFailover(t, sw, dbc, before, lost)
 		bound := max(clusterGracePeriod+toleration, fenceAfter+databasecluster.FencingMargin) + failoverMargin
@@ -44,7 +45,7 @@ func TestMemberLoss(t *testing.T) {
 		}
 	})
 	t.Run("ReturningMemberIsCleanedUp", func(t *testing.T) {
-		fed.awaitReturn(t, sw, dbc, lost, "agent-"+lost)
+		fed.awaitReturn(t, sw, dbc, lost, layout.Agent(lost))
 	})
 }
 
@@ -63,8 +64,8 @@ func TestHubRestartMidFailover(t *testing.T) {
 	before := fed.primaryOn(t, dbc, lost)
 
 	sw := newStopwatch(t)
-	fed.stop(t, "agent-"+lost)
-	sw.lap("agent-" + lost + " stopped")
+	fed.stop(t, layout.Agent(lost))
+	sw.lap(layout.Agent(lost) + " stopped")
 	await(t, time.Minute, "the failover under way", func(ctx context.Context) (bool, error) {
 		d, err := fed.database(ctx, dbc)
 		if err != nil {
@@ -78,7 +79,7 @@ func TestHubRestartMidFailover(t *testing.T) {
 	}
 	c := meta.FindStatusCondition(d.Status.Conditions, dbfleetv1alpha1.ConditionFailoverInProgress)
 	sw.lap("failover under way: " + c.Reason + ": " + c.Message)
-	fed.stop(t, "hub")
+	fed.stop(t, layout.Hub)
 	if d, err = fed.database(context.Background(), dbc); err != nil {
 		t.Fatal(err)
 	}
@@ -86,10 +87,10 @@ func TestHubRestartMidFailover(t *testing.T) {
 	if d.Status.Primary.Cluster != lost {
 		t.Fatalf("the primary left %s before the hub stopped: not a restart mid-failover", lost)
 	}
-	fed.start(t, "hub")
+	fed.start(t, layout.Hub)
 	sw.lap("hub started again")
 	fed.awaitFailover(t, sw, dbc, before, lost)
-	fed.awaitReturn(t, sw, dbc, lost, "agent-"+lost)
+	fed.awaitReturn(t, sw, dbc, lost, layout.Agent(lost))
 }
 
 // primaryOn checks that dbc's primary is on cluster and returns its status.

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/hack/localfed/layout"
 	"github.com/dbfleet/dbfleet/pkg/agent/heartbeat"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
@@ -41,7 +42,8 @@ var members = []string{"east", "west", "central"}
 
 // federation is a local federation run by bin/localfed, with admin clients for its clusters.
 type federation struct {
-	dir, bin string // localfed's state directory; hub, agent, localfed and k8s/
+	dir      layout.Dir // localfed's state directory
+	bin      string     // hub, agent, localfed and k8s/
 	hub      client.Client
 	clusters map[string]client.Client
 	// configs reach the hub ("hub") and each member as admin.
@@ -53,7 +55,7 @@ type federation struct {
 }
 
 // up starts the federation with `localfed up` and routes every agent through a proxy.
-func up(bin, dir string) (*federation, error) {
+func up(bin string, dir layout.Dir) (*federation, error) {
 	f := &federation{dir: dir, bin: bin, clusters: map[string]client.Client{}, configs: map[string]*rest.Config{},
 		proxies: map[string]*framework.Proxy{}, stopped: map[string]bool{}}
 	err := f.localfed(os.Stdout, "up", "--bin", bin, "--members", strings.Join(members, ","),
@@ -74,7 +76,7 @@ func up(bin, dir string) (*federation, error) {
 // localfed runs `bin/localfed cmd --dir <dir> args...` from the repository root (it finds the
 // CRDs there), writing its output to out.
 func (f *federation) localfed(out io.Writer, cmd string, args ...string) error {
-	c := exec.Command(filepath.Join(f.bin, "localfed"), append([]string{cmd, "--dir", f.dir}, args...)...)
+	c := exec.Command(filepath.Join(f.bin, "localfed"), append([]string{cmd, "--dir", string(f.dir)}, args...)...)
 	c.Dir = framework.RepoRoot()
 	c.Stdout, c.Stderr = out, out
 	if err := c.Run(); err != nil {
@@ -91,7 +93,7 @@ func (f *federation) close(failed bool) error {
 	}
 	if failed {
 		if logs, err := os.MkdirTemp("", "dbfleet-e2e-logs-"); err == nil {
-			if err := os.CopyFS(logs, os.DirFS(filepath.Join(f.dir, "logs"))); err == nil {
+			if err := os.CopyFS(logs, os.DirFS(f.dir.LogsDir())); err == nil {
 				fmt.Fprintf(os.Stderr, "e2e: the federation's logs are in %s\n", logs)
 			}
 		}
@@ -105,11 +107,11 @@ func (f *federation) close(failed bool) error {
 
 func (f *federation) connect() error {
 	var err error
-	if f.hub, f.configs["hub"], err = newClient(filepath.Join(f.dir, "hub.kubeconfig")); err != nil {
+	if f.hub, f.configs[layout.HubCluster], err = newClient(f.dir.Kubeconfig(layout.HubCluster)); err != nil {
 		return err
 	}
 	for _, m := range members {
-		if f.clusters[m], f.configs[m], err = newClient(filepath.Join(f.dir, m+".kubeconfig")); err != nil {
+		if f.clusters[m], f.configs[m], err = newClient(f.dir.Kubeconfig(m)); err != nil {
 			return err
 		}
 	}
@@ -131,7 +133,7 @@ func newClient(kubeconfig string) (client.Client, *rest.Config, error) {
 // restarts the agent with the command localfed recorded, then waits until every agent renews
 // its Lease through its proxy.
 func (f *federation) routeAgentsThroughProxies() error {
-	hubCfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(f.dir, "hub.kubeconfig"))
+	hubCfg, err := clientcmd.BuildConfigFromFlags("", f.dir.Kubeconfig(layout.HubCluster))
 	if err != nil {
 		return err
 	}
@@ -146,7 +148,7 @@ func (f *federation) routeAgentsThroughProxies() error {
 			return err
 		}
 		f.proxies[m] = p
-		path := filepath.Join(f.dir, m+"-hub.kubeconfig")
+		path := f.dir.AgentHubKubeconfig(m)
 		kc, err := clientcmd.LoadFromFile(path)
 		if err != nil {
 			return err
@@ -158,10 +160,10 @@ func (f *federation) routeAgentsThroughProxies() error {
 			return err
 		}
 		var out bytes.Buffer
-		if err := f.localfed(&out, "stop", "agent-"+m); err != nil {
+		if err := f.localfed(&out, "stop", layout.Agent(m)); err != nil {
 			return fmt.Errorf("%w\n%s", err, out.String())
 		}
-		if err := f.localfed(&out, "start", "agent-"+m); err != nil {
+		if err := f.localfed(&out, "start", layout.Agent(m)); err != nil {
 			return fmt.Errorf("%w\n%s", err, out.String())
 		}
 	}
@@ -174,7 +176,7 @@ func (f *federation) routeAgentsThroughProxies() error {
 				return false, err
 			}
 			if lease.Spec.RenewTime == nil || lease.Spec.RenewTime.Time.Before(restarted) {
-				return false, fmt.Errorf("agent-%s has not renewed since its restart", m)
+				return false, fmt.Errorf("%s has not renewed since its restart", layout.Agent(m))
 			}
 		}
 		return true, f.healthy(ctx)

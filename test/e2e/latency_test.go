@@ -3,11 +3,8 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -212,14 +209,8 @@ func (f *federation) deleteAll(t *testing.T, dbcs []*dbfleetv1alpha1.DatabaseClu
 // databasecluster controller ran, and the seconds they took in all.
 func (f *federation) hubReconciles(t *testing.T) (count float64, seconds float64) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(f.dir, "state.json"))
+	st, err := f.dir.Load()
 	if err != nil {
-		t.Fatal(err)
-	}
-	var st struct {
-		HubMetrics string `json:"hubMetrics"`
-	}
-	if err := json.Unmarshal(data, &st); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.Get("http://" + st.HubMetrics + "/metrics")

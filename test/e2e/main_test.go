@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dbfleet/dbfleet/hack/localfed/layout"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
@@ -65,7 +66,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	fmt.Printf("e2e: built hub, agent and localfed in %s\n", time.Since(start).Round(100*time.Millisecond))
-	if fed, err = up(bin, filepath.Join(work, "fed")); err != nil {
+	if fed, err = up(bin, layout.Dir(filepath.Join(work, "fed"))); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -6,35 +6,29 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dbfleet/dbfleet/test/framework/process"
 )
 
 // DefaultTimeout bounds every wait in the integration suites. Waits poll a condition; none sleeps
 // for a fixed time.
 const DefaultTimeout = 30 * time.Second
 
-const pollInterval = 100 * time.Millisecond
-
-// WaitFor polls cond until it returns true, returns an error, or timeout passes. The last error
-// from cond, if any, is part of the timeout error so a failing test says what it was waiting for.
+// WaitFor polls cond (every 100 ms, with process.Wait) until it returns true, or timeout passes;
+// an error from cond is retried. The last error from cond, if any, is part of the timeout error
+// so a failing test says what it was waiting for.
 func WaitFor(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) (bool, error)) error {
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
+	return process.Wait(ctx, what, timeout, func(ctx context.Context) error {
 		ok, err := cond(ctx)
 		if err != nil {
-			last = err
-			return false, nil
+			return err
 		}
-		return ok, nil
+		if !ok {
+			return process.ErrNotReady
+		}
+		return nil
 	})
-	if err != nil {
-		if last != nil {
-			return fmt.Errorf("waiting for %s: %w (last error: %v)", what, err, last)
-		}
-		return fmt.Errorf("waiting for %s: %w", what, err)
-	}
-	return nil
 }
 
 // CreateAndWait creates obj through c and waits until reader (often a manager's cache) sees it.

@@ -162,7 +162,7 @@ func (b *bench) restartHub(ctx context.Context) error {
 		return err
 	}
 	agents0 := agentCounts()
-	b.hub.stop(30 * time.Second)
+	b.stopHub(30 * time.Second)
 	start := time.Now()
 	if err := b.runHub(ctx, "hub-restarted.log"); err != nil {
 		return err

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -75,45 +73,4 @@ func findProcess(bin, arg string) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no %s process with %q running", bin, arg)
-}
-
-// process is a binary the harness started; stop ends it (SIGTERM, then SIGKILL) and waits.
-type process struct {
-	cmd    *exec.Cmd
-	exited chan error
-}
-
-func startProcess(logPath, bin string, args ...string) (*process, error) {
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	p := &process{cmd: exec.Command(bin, args...), exited: make(chan error, 1)}
-	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-	if err := p.cmd.Start(); err != nil {
-		_ = logFile.Close()
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	go func() {
-		p.exited <- p.cmd.Wait()
-		_ = logFile.Close()
-	}()
-	return p, nil
-}
-
-func (p *process) pid() int { return p.cmd.Process.Pid }
-
-// stop sends SIGTERM, then SIGKILL after grace, and waits; it is safe to call twice.
-func (p *process) stop(grace time.Duration) {
-	if p == nil || p.exited == nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(grace):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
-	p.exited = nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -35,6 +34,7 @@ import (
 	"github.com/dbfleet/dbfleet/pkg/join"
 	"github.com/dbfleet/dbfleet/pkg/scheme"
 	"github.com/dbfleet/dbfleet/test/framework"
+	"github.com/dbfleet/dbfleet/test/framework/process"
 )
 
 // Simulation says, in every report, what is real and what is simulated.
@@ -61,7 +61,7 @@ type bench struct {
 
 	etcdDir       string
 	hubBin        string
-	hub           *process
+	hub           *process.Process
 	hubMetricsURL string
 	hubPprofURL   string
 	hubReadyURL   string
@@ -187,15 +187,6 @@ func load1() float64 {
 	}
 	v, _ := strconv.ParseFloat(strings.Fields(string(data))[0], 64)
 	return v
-}
-
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String(), nil
 }
 
 // startHub starts etcd and the hub API server (envtest, CRDs installed), builds and starts
@@ -405,59 +396,56 @@ func etcdOf(apiPid int) (int, error) {
 	return 0, errors.New("the hub API server names no --etcd-servers")
 }
 
-// runHub starts `hub run` and waits for its readiness endpoint.
+// runHub starts `hub run` with its metrics, probes and pprof on fresh ports (others when one
+// was taken) and waits for its readiness endpoint.
 func (b *bench) runHub(ctx context.Context, logName string) error {
-	metricsAddr, err := freePort()
-	if err != nil {
-		return err
-	}
-	probeAddr, err := freePort()
-	if err != nil {
-		return err
-	}
-	pprofAddr, err := freePort()
-	if err != nil {
-		return err
-	}
-	args := append([]string{"run", "--kubeconfig", b.hubKC, "--leader-elect=false",
-		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr,
-		"--pprof-bind-address", pprofAddr, "--cluster-grace-period", b.cfg.GracePeriod.String()}, b.cfg.HubArgs...)
-	b.hubMetricsURL = "http://" + metricsAddr + "/metrics"
-	b.hubPprofURL = "http://" + pprofAddr + "/debug/pprof"
-	b.hubReadyURL = "http://" + probeAddr + "/readyz"
-	b.progress("starting %s %s", b.hubBin, strings.Join(args, " "))
-	if b.hub, err = startProcess(filepath.Join(b.cfg.WorkDir, logName), b.hubBin, args...); err != nil {
-		return err
-	}
-	return waitFor(ctx, time.Minute, "hub ready", func() (bool, error) {
-		resp, err := http.Get(b.hubReadyURL)
+	return process.RetryOnPortConflict(3, func() error {
+		ports, err := process.ReservePorts(3)
 		if err != nil {
-			return false, nil
+			return err
 		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
+		metricsAddr, probeAddr, pprofAddr := ports[0].Addr(), ports[1].Addr(), ports[2].Addr()
+		args := append([]string{b.hubBin, "run", "--kubeconfig", b.hubKC, "--leader-elect=false",
+			"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr,
+			"--pprof-bind-address", pprofAddr, "--cluster-grace-period", b.cfg.GracePeriod.String()}, b.cfg.HubArgs...)
+		b.hubMetricsURL = "http://" + metricsAddr + "/metrics"
+		b.hubPprofURL = "http://" + pprofAddr + "/debug/pprof"
+		b.hubReadyURL = "http://" + probeAddr + "/readyz"
+		b.progress("starting %s", strings.Join(args, " "))
+		if b.hub, err = process.Start(process.Spec{Name: "hub", Args: args, Ports: ports,
+			LogFile: filepath.Join(b.cfg.WorkDir, logName)}); err != nil {
+			return err
+		}
+		return b.hub.WaitReady(ctx, "hub ready", time.Minute, process.HTTPOK(b.hubReadyURL), process.Interval(pollInterval))
 	})
 }
 
-// waitFor polls cond every 200ms until it holds, fails, or timeout passes.
+// pollInterval is how often the harness's waits look: every look at the fleet lists up to
+// thousands of objects, which the figures would otherwise count.
+const pollInterval = 200 * time.Millisecond
+
+// waitFor polls cond every pollInterval until it holds, fails (an error from cond ends the wait),
+// or timeout passes.
 func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
-	deadline := time.Now().Add(timeout)
-	for {
+	return process.Wait(ctx, what, timeout, func(context.Context) error {
 		ok, err := cond()
 		if err != nil {
-			return fmt.Errorf("waiting for %s: %w", what, err)
+			return process.Permanent(err)
 		}
-		if ok {
-			return nil
+		if !ok {
+			return process.ErrNotReady
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s waiting for %s", timeout, what)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		return nil
+	}, process.Interval(pollInterval))
+}
+
+// stopHub stops `hub run` (SIGTERM, SIGKILL after grace) and waits for it.
+func (b *bench) stopHub(grace time.Duration) {
+	if b.hub == nil {
+		return
+	}
+	if _, err := b.hub.Stop(grace); err != nil {
+		b.progress("stop hub: %v", err)
 	}
 }
 
@@ -466,7 +454,7 @@ func (b *bench) shutdown() {
 	b.profiling.Wait()
 	b.progress("stopping %d agents, the hub and the hub API server", len(b.agents.all()))
 	b.agents.stopAll()
-	b.hub.stop(20 * time.Second)
+	b.stopHub(20 * time.Second)
 	if b.env != nil {
 		if err := b.env.Stop(); err != nil {
 			b.progress("stop: %v", err)
@@ -513,8 +501,10 @@ const (
 
 func (b *bench) pids() map[string]int {
 	m := map[string]int{procAPIServer: b.apiPid, procEtcd: b.etcdPid, procHarness: os.Getpid()}
-	if b.hub != nil && b.hub.exited != nil {
-		m[procHub] = b.hub.pid()
+	if b.hub != nil {
+		if exited, _ := b.hub.Exited(); !exited {
+			m[procHub] = b.hub.Pid()
+		}
 	}
 	return m
 }

@@ -1,33 +1,19 @@
 package hub
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/dbfleet/dbfleet/test/framework"
+	"github.com/dbfleet/dbfleet/test/framework/process"
 )
-
-// freePort asks the kernel for a free 127.0.0.1 port.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // TestHubRunBinary builds cmd/hub and runs `hub run` as a user would: it must serve probes and
 // metrics, place a DatabaseCluster, and exit cleanly on SIGTERM.
@@ -54,24 +40,23 @@ func TestHubRunBinary(t *testing.T) {
 		t.Errorf("hub run with an unknown controller: err=%v output=%s", err, out)
 	}
 
-	metricsPort, probePort := freePort(t), freePort(t)
-	var logs bytes.Buffer
-	cmd := exec.Command(bin, "run", "--kubeconfig", kcPath, "--leader-elect=false",
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort))
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
+	// The ports stay reserved until hub run starts, so no other test's server takes them first.
+	ports, err := process.ReservePorts(2)
+	if err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	metricsPort, probePort := ports[0].Number(), ports[1].Number()
+	hub, err := process.Start(process.Spec{Name: "hub run", Ports: ports, LogFile: filepath.Join(dir, "hub.log"),
+		Args: []string{bin, "run", "--kubeconfig", kcPath, "--leader-elect=false",
+			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
+			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort)}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
+		_, _ = hub.Stop(framework.DefaultTimeout)
 		if t.Failed() {
-			t.Logf("hub logs:\n%s", logs.String())
+			t.Logf("hub logs:\n%s", hub.Output())
 		}
 	})
 
@@ -88,9 +73,9 @@ func TestHubRunBinary(t *testing.T) {
 		}
 		return string(body), nil
 	}
-	if err := framework.WaitFor(ctx, framework.DefaultTimeout, "/readyz", func(context.Context) (bool, error) {
+	if err := hub.WaitReady(ctx, "/readyz", framework.DefaultTimeout, func(context.Context) error {
 		_, err := get(probePort, "/readyz")
-		return err == nil, err
+		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -122,15 +107,11 @@ func TestHubRunBinary(t *testing.T) {
 		}
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	stopped, err := hub.Stop(framework.DefaultTimeout)
+	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("hub run exited with %v after SIGTERM, want 0", err)
-		}
-	case <-time.After(framework.DefaultTimeout):
-		t.Error("hub run did not exit within 30s of SIGTERM")
+	if _, exitErr := hub.Exited(); stopped.Killed || exitErr != nil {
+		t.Errorf("hub run after SIGTERM: %s, exit %v; want it to exit with status 0 within %s", stopped, exitErr, framework.DefaultTimeout)
 	}
 }

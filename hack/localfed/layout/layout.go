@@ -1,0 +1,229 @@
+// Package layout is the state directory of a local federation (.localfed/ by default): where
+// hack/localfed writes each cluster's kubeconfig, each process's pid file and log, and state.json,
+// and where hack/demo and test/e2e read them. It is the one definition of those paths and of the
+// component names that name the pid and log files.
+//
+// The directory holds everything a running federation needs and nothing else: removing it
+// (localfed down) leaves no trace.
+//
+//	state.json                    what runs: members, ports, every component's command line
+//	hub.kubeconfig                admin of the hub API server
+//	<member>.kubeconfig           admin of a member API server
+//	<member>-agent.yaml           the manifests `hub join` printed for the member
+//	<member>-hub.kubeconfig       the agent's hub credential, taken from those manifests
+//	pids/<component>.pid          one pid per running process
+//	logs/<component>.log          its stdout and stderr; logs/join-<member>.log is hub join's output
+//	pki/<cluster>/                service-account key pair, admin token file, serving certs
+//	etcd/                         etcd's data
+//	demo/                         the manifests make demo applied
+package layout
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// DefaultDir is the state directory localfed uses unless told otherwise (--dir), relative to the
+// repository root.
+const DefaultDir = ".localfed"
+
+// HubCluster is the hub's cluster name in file names (hub.kubeconfig, apiserver-hub).
+const HubCluster = "hub"
+
+// Component names: each names a process's pid and log files and its entry in state.json.
+const (
+	Etcd = "etcd"
+	Hub  = "hub" // hub run
+)
+
+// APIServer is the kube-apiserver of a cluster (HubCluster or a member).
+func APIServer(cluster string) string { return "apiserver-" + cluster }
+
+// ControllerManager is a member's kube-controller-manager.
+func ControllerManager(member string) string { return "controller-manager-" + member }
+
+// Scheduler is a member's kube-scheduler.
+func Scheduler(member string) string { return "scheduler-" + member }
+
+// Kwok is the kwok that plays a member's kubelets.
+func Kwok(member string) string { return "kwok-" + member }
+
+// Agent is a member's dbfleet agent.
+func Agent(member string) string { return "agent-" + member }
+
+// Dir is a state directory. Its paths are as absolute as the Dir is.
+type Dir string
+
+// Path joins elem to the directory.
+func (d Dir) Path(elem ...string) string {
+	return filepath.Join(append([]string{string(d)}, elem...)...)
+}
+
+// StateFile is state.json.
+func (d Dir) StateFile() string { return d.Path("state.json") }
+
+// PidsDir holds the pid files.
+func (d Dir) PidsDir() string { return d.Path("pids") }
+
+// LogsDir holds the logs.
+func (d Dir) LogsDir() string { return d.Path("logs") }
+
+// PidFile is a component's pid file.
+func (d Dir) PidFile(component string) string { return d.Path("pids", component+".pid") }
+
+// LogFile is a component's log.
+func (d Dir) LogFile(component string) string { return d.Path("logs", component+".log") }
+
+// JoinLog is the output of `hub join` for a member.
+func (d Dir) JoinLog(member string) string { return d.LogFile("join-" + member) }
+
+// Kubeconfig is the admin kubeconfig of a cluster (HubCluster or a member).
+func (d Dir) Kubeconfig(cluster string) string { return d.Path(cluster + ".kubeconfig") }
+
+// PKI holds a cluster's keys, token file and the serving certificates its API server generates.
+func (d Dir) PKI(cluster string) string { return d.Path("pki", cluster) }
+
+// EtcdData is etcd's data directory.
+func (d Dir) EtcdData() string { return d.Path("etcd") }
+
+// AgentManifests are the manifests `hub join` printed for a member.
+func (d Dir) AgentManifests(member string) string { return d.Path(member + "-agent.yaml") }
+
+// AgentHubKubeconfig is a member agent's credential for the hub.
+func (d Dir) AgentHubKubeconfig(member string) string { return d.Path(member + "-hub.kubeconfig") }
+
+// Demo holds what make demo applied.
+func (d Dir) Demo() string { return d.Path("demo") }
+
+// Member is one member cluster of the federation.
+type Member struct {
+	Name   string `json:"name"`
+	Region string `json:"region"`
+	Zone   string `json:"zone"`
+}
+
+// Component is one process of the federation: its name names the pid and log files, and Args
+// (Args[0] the binary) is exactly how it was started, so `localfed start` can start it again.
+type Component struct {
+	Name string   `json:"name"`
+	Args []string `json:"args"`
+}
+
+// State is state.json.
+type State struct {
+	Started           time.Time         `json:"started"`
+	Members           []Member          `json:"members"`
+	EtcdURL           string            `json:"etcdURL"`
+	Servers           map[string]string `json:"servers"` // cluster ("hub" or a member) → API server URL
+	HubMetrics        string            `json:"hubMetrics"`
+	HubHealth         string            `json:"hubHealth"`
+	AgentHealth       map[string]string `json:"agentHealth"`
+	GracePeriod       string            `json:"clusterGracePeriod"`
+	HeartbeatInterval string            `json:"heartbeatInterval"`
+	FenceAfter        string            `json:"fenceAfter"`
+	Components        []Component       `json:"components"`
+}
+
+// MemberNames are the members' names, in order.
+func (st *State) MemberNames() []string {
+	out := make([]string, len(st.Members))
+	for i, m := range st.Members {
+		out[i] = m.Name
+	}
+	return out
+}
+
+// Component is the recorded component of that name.
+func (st *State) Component(name string) (Component, bool) {
+	for _, c := range st.Components {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Component{}, false
+}
+
+// ComponentNames are the recorded components' names, in the order they were recorded.
+func (st *State) ComponentNames() []string {
+	out := make([]string, 0, len(st.Components))
+	for _, c := range st.Components {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+// Record adds or replaces a component.
+func (st *State) Record(c Component) {
+	for i := range st.Components {
+		if st.Components[i].Name == c.Name {
+			st.Components[i] = c
+			return
+		}
+	}
+	st.Components = append(st.Components, c)
+}
+
+// Create makes the layout of a fresh state directory (mode 0700).
+func (d Dir) Create() error {
+	for _, sub := range []string{d.PidsDir(), d.LogsDir(), d.Path("pki"), d.EtcdData()} {
+		if err := os.MkdirAll(sub, 0o700); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Exists reports whether the directory exists.
+func (d Dir) Exists() bool {
+	_, err := os.Stat(string(d))
+	return err == nil
+}
+
+// Load reads state.json.
+func (d Dir) Load() (*State, error) {
+	data, err := os.ReadFile(d.StateFile())
+	if err != nil {
+		return nil, err
+	}
+	st := &State{}
+	if err := json.Unmarshal(data, st); err != nil {
+		return nil, fmt.Errorf("%s: %w", d.StateFile(), err)
+	}
+	return st, nil
+}
+
+// Save writes state.json atomically.
+func (d Dir) Save(st *State) error {
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := d.StateFile() + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, d.StateFile())
+}
+
+// PidNames lists the components that have a pid file, in no particular order.
+func (d Dir) PidNames() ([]string, error) {
+	entries, err := os.ReadDir(d.PidsDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if n := e.Name(); filepath.Ext(n) == ".pid" {
+			names = append(names, n[:len(n)-len(".pid")])
+		}
+	}
+	return names, nil
+}
