@@ -44,7 +44,10 @@ func (p *passResult) err() error { return errors.Join(p.errs...) }
 // Service, the StatefulSet (growing its volumes when asked), the PDBs, the pods' role labels and
 // the primary Lease (renewed while the share is a live primary, released once it is demoted).
 // Objects the agent did not create are never touched.
-func (r *Reconciler) applyShare(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, fencedAt int64, cluster string) passResult {
+// live reads the member API server directly, for what the agent reads rarely and may not be
+// allowed to (an agent installed before it needed StorageClasses): a cached read would wait for
+// an informer that cannot start, and hold up every other share.
+func (r *Reconciler) applyShare(ctx context.Context, member client.Client, live client.Reader, mdb *dbfleetv1alpha1.MemberDatabase, fencedAt int64, cluster string) passResult {
 	p := passResult{atEpoch: true}
 	fail := func(epoch bool, err error) {
 		if err == nil {
@@ -61,7 +64,7 @@ func (r *Reconciler) applyShare(ctx context.Context, member client.Client, mdb *
 	fail(true, ensureNamespace(ctx, member, mdb.Spec.DatabaseRef.Namespace))
 	fail(false, applyOwned(ctx, member, DesiredService(mdb), &corev1.Service{}))
 	var err error
-	p.sts, p.storage, p.replacing, err = r.applyStatefulSet(ctx, member, mdb, fencedAt)
+	p.sts, p.storage, p.replacing, err = r.applyStatefulSet(ctx, member, live, mdb, fencedAt)
 	fail(true, err)
 	for _, pdb := range DesiredPDBs(mdb) {
 		fail(false, applyOwned(ctx, member, pdb, &policyv1.PodDisruptionBudget{}))
@@ -89,7 +92,7 @@ func (r *Reconciler) applyShare(ctx context.Context, member client.Client, mdb *
 // place (propagation Orphan) and creates it again with the larger template once it is gone; the
 // new StatefulSet adopts the running pods. It returns the StatefulSet as the API server has it,
 // why the volumes keep another size (nil when they do not), and whether it is being replaced.
-func (r *Reconciler) applyStatefulSet(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, fencedAt int64) (*appsv1.StatefulSet, *storageKept, bool, error) {
+func (r *Reconciler) applyStatefulSet(ctx context.Context, member client.Client, live client.Reader, mdb *dbfleetv1alpha1.MemberDatabase, fencedAt int64) (*appsv1.StatefulSet, *storageKept, bool, error) {
 	desired := DesiredStatefulSet(mdb, fencedAt)
 	key := client.ObjectKeyFromObject(desired)
 	existing := &appsv1.StatefulSet{}
@@ -109,7 +112,7 @@ func (r *Reconciler) applyStatefulSet(ctx context.Context, member client.Client,
 	var kept *storageKept
 	if existing != nil {
 		var replace bool
-		replace, kept, err = r.growStorage(ctx, member, mdb, existing, desired, fencedAt > 0)
+		replace, kept, err = r.growStorage(ctx, member, live, mdb, existing, desired, fencedAt > 0)
 		if err != nil {
 			return existing, kept, false, err
 		}

@@ -180,7 +180,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	}
 	fenced := primary && fencedAt > 0
 
-	pass := r.applyShare(ctx, member, mdb, fencedAt, req.ClusterName)
+	pass := r.applyShare(ctx, member, cl.GetAPIReader(), mdb, fencedAt, req.ClusterName)
 	if fencing && pass.atEpoch && !pass.replacing {
 		primariesFenced.Inc() // counted once: the StatefulSet now carries the fenced epoch
 	}

@@ -53,7 +53,7 @@ func setClaimTemplateSize(sts *appsv1.StatefulSet, size resource.Quantity) {
 // volumes cannot grow (or must not shrink), desired keeps the template's current size and
 // storageKept says why. A fenced share's StatefulSet is not replaced: it carries the fenced
 // epoch, which must not be out of the API server even for a moment.
-func (r *Reconciler) growStorage(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase,
+func (r *Reconciler) growStorage(ctx context.Context, member client.Client, live client.Reader, mdb *dbfleetv1alpha1.MemberDatabase,
 	existing, desired *appsv1.StatefulSet, fenced bool) (replace bool, kept *storageKept, err error) {
 	want := mdb.Spec.Database.Storage.Size
 	have, ok := claimTemplateSize(existing)
@@ -65,7 +65,7 @@ func (r *Reconciler) growStorage(ctx context.Context, member client.Client, mdb 
 		return false, &storageKept{reason: ReasonStorageKept, message: fmt.Sprintf(
 			"storage size %s is below the %s the volumes were made with: volumes never shrink, they keep %s", want.String(), have.String(), have.String())}, nil
 	}
-	refused, err := expandClaims(ctx, member, mdb, want)
+	refused, err := expandClaims(ctx, member, live, mdb, want)
 	if err != nil {
 		if want.Cmp(have) > 0 {
 			setClaimTemplateSize(desired, have)
@@ -95,7 +95,7 @@ func (r *Reconciler) growStorage(ctx context.Context, member client.Client, mdb 
 // when the StorageClass of any of them does not allow volume expansion, and then says why.
 // Claims not bound yet cannot be resized: a later pass expands them (a pod's change brings the
 // share back).
-func expandClaims(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, want resource.Quantity) (refused string, err error) {
+func expandClaims(ctx context.Context, member client.Client, live client.Reader, mdb *dbfleetv1alpha1.MemberDatabase, want resource.Quantity) (refused string, err error) {
 	claims := &corev1.PersistentVolumeClaimList{}
 	if err := member.List(ctx, claims, client.InNamespace(mdb.Spec.DatabaseRef.Namespace), client.MatchingLabels(selectorLabels(mdb))); err != nil {
 		return "", fmt.Errorf("list PersistentVolumeClaims: %w", err)
@@ -115,7 +115,7 @@ func expandClaims(ctx context.Context, member client.Client, mdb *dbfleetv1alpha
 		class := ptr.Deref(pvc.Spec.StorageClassName, "")
 		why, seen := expandable[class]
 		if !seen {
-			if why, err = classRefusesExpansion(ctx, member, class); err != nil {
+			if why, err = classRefusesExpansion(ctx, live, class); err != nil {
 				return "", err
 			}
 			expandable[class] = why
@@ -143,13 +143,14 @@ func expandClaims(ctx context.Context, member client.Client, mdb *dbfleetv1alpha
 	return "", nil
 }
 
-// classRefusesExpansion says why claims of the StorageClass cannot be expanded, or "" when they can.
-func classRefusesExpansion(ctx context.Context, member client.Client, name string) (string, error) {
+// classRefusesExpansion says why claims of the StorageClass cannot be expanded, or "" when they
+// can. It reads the class from the API server, only when a claim is to grow.
+func classRefusesExpansion(ctx context.Context, live client.Reader, name string) (string, error) {
 	if name == "" {
 		return "it has no StorageClass, so it cannot be expanded", nil
 	}
 	sc := &storagev1.StorageClass{}
-	err := member.Get(ctx, client.ObjectKey{Name: name}, sc)
+	err := live.Get(ctx, client.ObjectKey{Name: name}, sc)
 	switch {
 	case apierrors.IsNotFound(err):
 		return fmt.Sprintf("its StorageClass %s does not exist", name), nil

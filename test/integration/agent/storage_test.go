@@ -309,3 +309,29 @@ func TestAFailingObjectDoesNotStopTheLease(t *testing.T) {
 		t.Errorf("demoted primary pod labelled %s", s.podRole(s.db+"-0"))
 	}
 }
+
+// An agent whose member ClusterRole predates storage growth may not read StorageClasses: growing
+// the storage is then refused on Applied, and never holds up the agent (a cached read would wait
+// for ever for an informer that cannot list).
+func TestUnreadableStorageClassIsReported(t *testing.T) {
+	noStorageClasses := func(rules []rbacv1.PolicyRule) []rbacv1.PolicyRule {
+		return slices.DeleteFunc(rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "storageclasses") })
+	}
+	storageClass(t, "unreadable", true)
+	startAgent(t, hub.Config, agentMemberConfig(t, "agent-old-role", noStorageClasses))
+	s := newShare(t, 1, 0, dbfleetv1alpha1.RoleReplica, withStorage("1Gi", "unreadable"))
+	old := s.waitSTS("StatefulSet", func(*appsv1.StatefulSet) bool { return true })
+	s.runPods(old, 0)
+	s.waitMDB("Applied at 1Gi", func(m *dbfleetv1alpha1.MemberDatabase) bool { return appliedReason(m) == "True/"+member.ReasonApplied })
+
+	s.touch(func(m *dbfleetv1alpha1.MemberDatabase) { m.Spec.Database.Storage.Size = resource.MustParse("2Gi") })
+	got := s.waitMDB("the unreadable StorageClass reported", func(m *dbfleetv1alpha1.MemberDatabase) bool {
+		return appliedReason(m) == "False/"+member.ReasonApplyFailed
+	})
+	if c := meta.FindStatusCondition(got.Status.Conditions, dbfleetv1alpha1.ConditionApplied); !strings.Contains(c.Message, "StorageClass unreadable") {
+		t.Errorf("Applied message %q does not name the StorageClass", c.Message)
+	}
+	if now := s.waitSTS("StatefulSet kept", func(*appsv1.StatefulSet) bool { return true }); now.UID != old.UID || templateSize(now) != "1Gi" {
+		t.Errorf("StatefulSet replaced (UID %s, was %s) or its template changed (%s)", now.UID, old.UID, templateSize(now))
+	}
+}
