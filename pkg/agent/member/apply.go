@@ -164,8 +164,11 @@ func deleteOwned(ctx context.Context, member client.Client, obj client.Object) e
 func ensureNamespace(ctx context.Context, member client.Client, name string) error {
 	ns := &corev1.Namespace{}
 	err := member.Get(ctx, types.NamespacedName{Name: name}, ns)
+	if err == nil {
+		return nil
+	}
 	if !apierrors.IsNotFound(err) {
-		return err
+		return fmt.Errorf("read namespace %s: %w", name, err)
 	}
 	ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelManagedBy: ManagedByAgent}}}
 	if err := member.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
