@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"k8s.io/client-go/discovery"
@@ -44,6 +46,9 @@ func HubCache(cluster string) cache.Options {
 // engages the member cluster: the fence guard, the member reconciler and the heartbeat. It
 // returns the guard, which both share.
 func Setup(mgr mcmanager.Manager, s Settings) (*fence.Guard, error) {
+	if err := errors.Join(fence.ValidateTimings(s.HeartbeatInterval, s.FenceAfter)...); err != nil {
+		return nil, fmt.Errorf("agent of %s: %w", s.Cluster, err)
+	}
 	guard := fence.NewGuard(clock.RealClock{}, s.FenceAfter)
 	if err := member.Setup(mgr, guard, s.Controller); err != nil {
 		return nil, err

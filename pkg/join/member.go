@@ -44,9 +44,10 @@ func memberLabels(cluster string) map[string]string {
 
 // AgentMemberRules are everything the agent may do in its member cluster. Each rule is for a
 // thing the agent does: run a share (StatefulSet, headless Service, PDBs), label its pods with
-// their role, read Nodes for the cluster's capacity, create the database's namespace, remove PVCs
-// of a deleted share when its retention policy says Delete, keep the member-local primary Lease
-// dbfleet-primary-<db>, and record Events.
+// their role, read Nodes for the cluster's capacity, create the database's namespace, expand the
+// PVCs of a share whose storage grew (reading their StorageClass, which must allow it) and remove
+// those of a deleted share when its retention policy says Delete, keep the member-local primary
+// Lease dbfleet-primary-<db>, and record Events.
 func AgentMemberRules() []rbacv1.PolicyRule {
 	manage := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 	return []rbacv1.PolicyRule{
@@ -56,7 +57,8 @@ func AgentMemberRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create"}},
-		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "list", "watch", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "list", "watch", "patch", "delete"}},
+		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{groupCoordination}, Resources: []string{"leases"}, Verbs: manage},
 		{APIGroups: []string{"", groupEvents}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/agent/fence"
 )
 
 // Options say how to join one cluster.
@@ -166,15 +167,8 @@ func (o *Options) validatePull() []error {
 	if o.AgentImage == "" || strings.ContainsAny(o.AgentImage, " \t\n") {
 		errs = append(errs, fmt.Errorf("--agent-image %q: want an image reference such as %s", o.AgentImage, DefaultAgentImage))
 	}
-	if o.HeartbeatInterval <= 0 {
-		errs = append(errs, fmt.Errorf("--heartbeat-interval must be positive, got %s", o.HeartbeatInterval))
-	}
-	if o.FenceAfter <= 0 {
-		errs = append(errs, fmt.Errorf("--fence-after must be positive, got %s", o.FenceAfter))
-	} else if o.FenceAfter <= o.HeartbeatInterval {
-		errs = append(errs, fmt.Errorf("--fence-after (%s) must be longer than --heartbeat-interval (%s), or the agent fences between two heartbeats",
-			o.FenceAfter, o.HeartbeatInterval))
-	}
+	// The agent refuses the same timings at start: catch them here, before its manifests exist.
+	errs = append(errs, fence.ValidateTimings(o.HeartbeatInterval, o.FenceAfter)...)
 	if o.TokenExpiration < MinTokenExpiration {
 		errs = append(errs, fmt.Errorf("--token-expiration must be at least %s (the TokenRequest API's minimum), got %s", MinTokenExpiration, o.TokenExpiration))
 	} else if o.TokenExpiration%time.Second != 0 {

@@ -84,6 +84,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"zero heartbeat", func(o *Options) { o.HeartbeatInterval = 0 }, "--heartbeat-interval must be positive"},
 		{"negative fence", func(o *Options) { o.FenceAfter = -time.Second }, "--fence-after must be positive"},
 		{"fence before heartbeat", func(o *Options) { o.FenceAfter = 5 * time.Second }, "--fence-after (5s) must be longer than --heartbeat-interval (5s)"},
+		{"sub-second fence", func(o *Options) { o.HeartbeatInterval, o.FenceAfter = 500*time.Millisecond, 900*time.Millisecond },
+			"--fence-after must be at least 1s, got 900ms"},
 		{"short token", func(o *Options) { o.TokenExpiration = time.Minute }, "--token-expiration must be at least 10m0s"},
 		{"fractional token", func(o *Options) { o.TokenExpiration = time.Hour + time.Millisecond }, "whole seconds"},
 		{"http hub", func(o *Options) { o.HubServer = "http://hub:6443" }, "--hub-server"},

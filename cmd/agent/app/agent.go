@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/providers/single"
 
 	"github.com/dbfleet/dbfleet/pkg/agent"
+	"github.com/dbfleet/dbfleet/pkg/agent/fence"
 	"github.com/dbfleet/dbfleet/pkg/options"
 	"github.com/dbfleet/dbfleet/pkg/scheme"
 )
@@ -71,13 +72,7 @@ func (o *agentOptions) validate() error {
 	} else if msgs := validation.IsDNS1123Label(o.clusterName); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("--cluster-name %q: %v", o.clusterName, msgs))
 	}
-	if o.heartbeatInterval <= 0 {
-		errs = append(errs, fmt.Errorf("--heartbeat-interval must be positive, got %s", o.heartbeatInterval))
-	}
-	if o.fenceAfter <= o.heartbeatInterval {
-		errs = append(errs, fmt.Errorf("--fence-after (%s) must be longer than --heartbeat-interval (%s), or the agent fences between two heartbeats",
-			o.fenceAfter, o.heartbeatInterval))
-	}
+	errs = append(errs, fence.ValidateTimings(o.heartbeatInterval, o.fenceAfter)...)
 	return errors.Join(errs...)
 }
 

@@ -25,6 +25,8 @@ func TestAgentFlagValidation(t *testing.T) {
 		{"cluster name not a DNS label", func(o *agentOptions) { o.clusterName = "East_1" }, `--cluster-name "East_1"`},
 		{"zero heartbeat", func(o *agentOptions) { o.heartbeatInterval = 0 }, "--heartbeat-interval must be positive"},
 		{"fence before heartbeat", func(o *agentOptions) { o.fenceAfter = 5 * time.Second }, "--fence-after (5s) must be longer than --heartbeat-interval (5s)"},
+		{"sub-second fence", func(o *agentOptions) { o.heartbeatInterval, o.fenceAfter = 500*time.Millisecond, 900*time.Millisecond },
+			"--fence-after must be at least 1s, got 900ms"},
 		{"bad metrics address", func(o *agentOptions) { o.manager.MetricsBindAddress = "8080" }, "--metrics-bind-address"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -39,6 +39,7 @@ func TestJoinFlagValidation(t *testing.T) {
 		{"heartbeat", append(base, "--heartbeat-interval", "0s"), []string{"--heartbeat-interval must be positive"}},
 		{"fence after heartbeat", append(base, "--heartbeat-interval", "10s", "--fence-after", "10s"), []string{"--fence-after (10s) must be longer than --heartbeat-interval (10s)"}},
 		{"negative fence", append(base, "--fence-after", "-1s"), []string{"--fence-after must be positive"}},
+		{"sub-second fence", append(base, "--heartbeat-interval", "500ms", "--fence-after", "900ms"), []string{"--fence-after must be at least 1s, got 900ms"}},
 		{"token", append(base, "--token-expiration", "1m"), []string{"--token-expiration must be at least 10m0s"}},
 		{"hub server", append(base, "--hub-server", "hub:6443"), []string{"--hub-server"}},
 		{"push needs kubeconfig", append(base, "--sync-mode", "Push"), []string{"--member-kubeconfig is required with --sync-mode Push"}},

@@ -19,17 +19,21 @@ func PrimaryLeaseName(db string) string { return "dbfleet-primary-" + db }
 // Holder is the Lease holder of a primary: "<cluster>/<epoch>".
 func Holder(cluster string, epoch int64) string { return fmt.Sprintf("%s/%d", cluster, epoch) }
 
-// RenewPrimaryLease makes the Lease name holder, valid from renewed for fenceAfter. Callers pass
-// the start of the last successful hub renewal as renewed, so the Lease never outlives the hub
-// lease's freshness.
+// RenewPrimaryLease makes the Lease name holder, valid from renewed for fenceAfter rounded down to
+// whole seconds. Callers pass the start of the last successful hub renewal as renewed, so the
+// Lease never outlives the hub lease's freshness. A fenceAfter under MinFenceAfter is refused:
+// it would be a Lease of 0 s.
 func RenewPrimaryLease(ctx context.Context, member client.Client, namespace, db, holder string, renewed time.Time, fenceAfter time.Duration, labels map[string]string) error {
+	if fenceAfter < MinFenceAfter {
+		return fmt.Errorf("primary lease of %s: fenceAfter must be at least %s", fenceAfter, MinFenceAfter)
+	}
 	key := client.ObjectKey{Namespace: namespace, Name: PrimaryLeaseName(db)}
 	lease := &coordinationv1.Lease{}
 	err := member.Get(ctx, key, lease)
 	renew := metav1.NewMicroTime(renewed)
 	spec := coordinationv1.LeaseSpec{
 		HolderIdentity:       ptr.To(holder),
-		LeaseDurationSeconds: ptr.To(int32(fenceAfter / time.Second)),
+		LeaseDurationSeconds: ptr.To(SecondsDown(fenceAfter)),
 		RenewTime:            &renew,
 	}
 	if apierrors.IsNotFound(err) {

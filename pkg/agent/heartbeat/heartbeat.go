@@ -138,6 +138,9 @@ func (h *Heartbeat) Report(ctx context.Context) error {
 	return nil
 }
 
+// renewLease renews the agent's hub Lease. Its duration is fenceAfter rounded up to whole
+// seconds: it tells the hub how long the agent may still act for its primaries, which must never
+// be understated.
 func (h *Heartbeat) renewLease(ctx context.Context) error {
 	now := metav1.NewMicroTime(h.Clock.Now())
 	key := client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(h.Cluster), Name: LeaseName}
@@ -163,7 +166,7 @@ func (h *Heartbeat) renewLease(ctx context.Context) error {
 				Labels: map[string]string{dbfleetv1alpha1.LabelCluster: h.Cluster}},
 			Spec: coordinationv1.LeaseSpec{
 				HolderIdentity:       ptr.To(h.Cluster),
-				LeaseDurationSeconds: ptr.To(int32(h.FenceAfter / time.Second)),
+				LeaseDurationSeconds: ptr.To(fence.SecondsUp(h.FenceAfter)),
 				AcquireTime:          &now,
 				RenewTime:            &now,
 			},
@@ -178,7 +181,7 @@ func (h *Heartbeat) renewLease(ctx context.Context) error {
 		return fmt.Errorf("read hub lease: %w", err)
 	}
 	lease.Spec.HolderIdentity = ptr.To(h.Cluster)
-	lease.Spec.LeaseDurationSeconds = ptr.To(int32(h.FenceAfter / time.Second))
+	lease.Spec.LeaseDurationSeconds = ptr.To(fence.SecondsUp(h.FenceAfter))
 	lease.Spec.RenewTime = &now
 	if err := h.Hub.Update(ctx, lease); err != nil {
 		return fmt.Errorf("renew hub lease: %w", err)
@@ -247,9 +250,11 @@ func (h *Heartbeat) readReport(ctx context.Context) (*dbfleetv1alpha1.MemberClus
 // desiredStatus sets in st what the agent reports: its settings, and the member's version,
 // health and capacity.
 func (h *Heartbeat) desiredStatus(ctx context.Context, st *dbfleetv1alpha1.MemberClusterReportStatus) error {
+	// Rounded up: the hub waits the reported fenceAfter (plus a margin) before it promotes away
+	// from a silent agent, and must never wait less than the agent keeps its primaries.
 	st.Agent = &dbfleetv1alpha1.AgentSettings{
-		HeartbeatIntervalSeconds: int32(h.Interval / time.Second),
-		FenceAfterSeconds:        int32(h.FenceAfter / time.Second),
+		HeartbeatIntervalSeconds: fence.SecondsUp(h.Interval),
+		FenceAfterSeconds:        fence.SecondsUp(h.FenceAfter),
 		Version:                  h.AgentVersion,
 	}
 	version, verr := h.MemberDiscovery.ServerVersion()

@@ -252,3 +252,34 @@ func TestAReportChangedBehindTheAgentsBackIsReadAgain(t *testing.T) {
 		t.Errorf("Ready = %+v after the member API server recovered, want True", c)
 	}
 }
+
+// The hub waits the fenceAfter an agent reports before it promotes away from it, and its hub
+// Lease says how long it may still act: both round a fractional fenceAfter up, never down.
+func TestFractionalTimingsAreReportedRoundedUp(t *testing.T) {
+	ctx := context.Background()
+	s := scheme.New()
+	hub := fake.NewClientBuilder().WithScheme(s).Build()
+	hb := &Heartbeat{
+		Cluster: "east", Hub: hub, Member: fake.NewClientBuilder().WithScheme(s).Build(), MemberDiscovery: fixedVersion{},
+		Interval: 500 * time.Millisecond, FenceAfter: 1500 * time.Millisecond, AgentVersion: "test",
+		Clock: clocktesting.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)),
+	}
+	if err := hb.Beat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ns := dbfleetv1alpha1.MemberNamespace("east")
+	lease := &coordinationv1.Lease{}
+	if err := hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: LeaseName}, lease); err != nil {
+		t.Fatal(err)
+	}
+	if d := *lease.Spec.LeaseDurationSeconds; d != 2 {
+		t.Errorf("hub Lease duration %d s for fenceAfter 1.5s, want 2", d)
+	}
+	report := &dbfleetv1alpha1.MemberClusterReport{}
+	if err := hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: "east"}, report); err != nil {
+		t.Fatal(err)
+	}
+	if a := report.Status.Agent; a == nil || a.FenceAfterSeconds != 2 || a.HeartbeatIntervalSeconds != 1 {
+		t.Errorf("reported agent settings %+v, want fenceAfter 2 s and heartbeat 1 s", a)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -38,6 +39,8 @@ type Reconciler struct {
 	// Guard is the agent's hub-lease freshness. Nil in the hub (Push mode), which is itself the
 	// authority and fences nothing.
 	Guard *fence.Guard
+	// Recorder records Events on MemberDatabases, on the hub; nil records none.
+	Recorder events.EventRecorder
 
 	// passes remembers, for each live primary share, what its last full pass left behind (a
 	// passRecord by "cluster/namespace/name"), so that the passes which only carry hub
@@ -75,6 +78,41 @@ func (e *conflictError) Error() string {
 func isConflict(err error) bool {
 	var c *conflictError
 	return errors.As(err, &c)
+}
+
+// retryable says whether any of errs may go away on a retry: all but conflicts, which only a
+// change to the object (or the MemberDatabase) can fix.
+func retryable(errs []error) bool {
+	for _, err := range errs {
+		if !isConflict(err) {
+			return true
+		}
+	}
+	return false
+}
+
+// replaceWait is how soon a share whose StatefulSet is being replaced is looked at again, should
+// the old one's deletion event be missed.
+const replaceWait = 5 * time.Second
+
+// event records an Event on the MemberDatabase, on the hub, when the reconciler has a recorder.
+func (r *Reconciler) event(mdb *dbfleetv1alpha1.MemberDatabase, eventType, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(mdb, nil, eventType, reason, action, note, args...)
+	}
+}
+
+// announce records an Event when the share's volumes start keeping a size other than the one it
+// asks for, the first pass that finds it: the condition says so for as long as it lasts.
+func (r *Reconciler) announce(before, mdb *dbfleetv1alpha1.MemberDatabase) {
+	now := meta.FindStatusCondition(mdb.Status.Conditions, dbfleetv1alpha1.ConditionApplied)
+	if now == nil || (now.Reason != ReasonStorageNotExpandable && now.Reason != ReasonStorageKept) {
+		return
+	}
+	if was := meta.FindStatusCondition(before.Status.Conditions, dbfleetv1alpha1.ConditionApplied); was != nil && was.Reason == now.Reason && was.Message == now.Message {
+		return
+	}
+	r.event(mdb, corev1.EventTypeWarning, now.Reason, "ResizeStorage", "%s", now.Message)
 }
 
 // Reconcile implements mcreconcile.Reconciler.
@@ -142,36 +180,38 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	}
 	fenced := primary && fencedAt > 0
 
-	sts, applyErr := apply(ctx, member, mdb, fencedAt)
-	if fencing && applyErr == nil {
+	pass := r.applyShare(ctx, member, cl.GetAPIReader(), mdb, fencedAt, req.ClusterName)
+	if fencing && pass.atEpoch && !pass.replacing {
 		primariesFenced.Inc() // counted once: the StatefulSet now carries the fenced epoch
 	}
-	if applyErr == nil {
-		applyErr = labelPods(ctx, member, mdb, fenced)
-	}
-	if applyErr == nil && primary && !fenced && r.Guard != nil {
-		applyErr = r.renewPrimaryLease(ctx, member, mdb, req.ClusterName)
-	}
-	if applyErr == nil && !primary {
-		// Demoted: give up the primary Lease before reporting the new epoch, which is what the
-		// hub waits for before it promotes another cluster.
-		applyErr = fence.ReleasePrimaryLease(ctx, member, mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name, req.ClusterName, mdb.Spec.Epoch)
-	}
-	setStatus(mdb, sts, applyErr, fenced)
-	if wait := r.holdFirstReport(req.NamespacedName, before, mdb, applyErr != nil || fenced, time.Now()); wait > 0 {
+	applyErr := pass.err()
+	setStatus(mdb, pass, fenced)
+	r.announce(before, mdb)
+	if wait := r.holdFirstReport(req.NamespacedName, before, mdb, applyErr != nil || fenced || pass.storage != nil, time.Now()); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	statusErr := r.writeStatus(ctx, hub, before, mdb)
-	switch {
-	case isConflict(applyErr):
-		return ctrl.Result{}, statusErr // reported; retrying cannot fix it, a change to the object will
-	case applyErr != nil || statusErr != nil:
-		return ctrl.Result{}, errors.Join(applyErr, statusErr)
+	livePrimary := primary && !fenced && r.Guard != nil
+	next := r.nextLook(livePrimary)
+	if pass.replacing && (next == 0 || next > replaceWait) {
+		// The old StatefulSet's deletion brings the share back; look again in case it is slow.
+		next = replaceWait
 	}
-	if primary && !fenced && r.Guard != nil {
-		r.passes.Store(passKey, passRecord{mdbResourceVersion: mdb.ResourceVersion, stsResourceVersion: sts.ResourceVersion, at: time.Now()})
+	switch err := errors.Join(applyErr, statusErr); {
+	case err != nil && livePrimary:
+		// The primary Lease must be carried forward on time whatever else failed: come back
+		// when it needs it, not after the error backoff, which grows to minutes.
+		log.Error(err, "Share not fully applied or reported; retrying with the next primary Lease renewal")
+		return ctrl.Result{RequeueAfter: next}, nil
+	case statusErr != nil || retryable(pass.errs):
+		return ctrl.Result{}, err
+	case applyErr != nil:
+		return ctrl.Result{}, nil // a conflict, reported: retrying cannot fix it, a change to the object will
 	}
-	return ctrl.Result{RequeueAfter: r.nextLook(primary && !fenced)}, nil
+	if livePrimary && !pass.replacing && pass.storage == nil {
+		r.passes.Store(passKey, passRecord{mdbResourceVersion: mdb.ResourceVersion, stsResourceVersion: pass.sts.ResourceVersion, at: time.Now()})
+	}
+	return ctrl.Result{RequeueAfter: next}, nil
 }
 
 // renewOnly is the pass of a live primary share whose MemberDatabase and StatefulSet have not
@@ -308,111 +348,6 @@ func (r *Reconciler) notEngaged(ctx context.Context, hub client.Client, cluster 
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Push cluster not engaged yet")
 	return ctrl.Result{RequeueAfter: engageWait}, nil
-}
-
-// apply server-side applies the namespace, Service, StatefulSet and PDBs of a share, refusing to
-// touch any object the agent did not create. It returns the StatefulSet as the API server has it.
-func apply(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, fencedAt int64) (*appsv1.StatefulSet, error) {
-	if err := ensureNamespace(ctx, member, mdb.Spec.DatabaseRef.Namespace); err != nil {
-		return nil, err
-	}
-	if err := applyOwned(ctx, member, DesiredService(mdb), &corev1.Service{}); err != nil {
-		return nil, err
-	}
-	sts := DesiredStatefulSet(mdb, fencedAt)
-	if err := applyOwned(ctx, member, sts, &appsv1.StatefulSet{}); err != nil {
-		return nil, err
-	}
-	for _, pdb := range DesiredPDBs(mdb) {
-		if err := applyOwned(ctx, member, pdb, &policyv1.PodDisruptionBudget{}); err != nil {
-			return nil, err
-		}
-	}
-	if mdb.Spec.Role != dbfleetv1alpha1.RolePrimary {
-		// A demoted share keeps no primary budget.
-		primary := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{
-			Namespace: mdb.Spec.DatabaseRef.Namespace, Name: PrimaryPDBName(mdb.Spec.DatabaseRef.Name)}}
-		if err := deleteOwned(ctx, member, primary); err != nil {
-			return nil, err
-		}
-	}
-	return sts, nil
-}
-
-// applyOwned applies desired unless an object of that name exists without the agent's label.
-// existing is an empty object of the same type, used to look.
-func applyOwned(ctx context.Context, member client.Client, desired, existing client.Object) error {
-	key := client.ObjectKeyFromObject(desired)
-	kind := desired.GetObjectKind().GroupVersionKind().Kind
-	err := member.Get(ctx, key, existing)
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return fmt.Errorf("read %s %s: %w", kind, key, err)
-	case existing.GetLabels()[LabelManagedBy] != ManagedByAgent:
-		return &conflictError{kind: kind, key: key.String()}
-	}
-	//nolint:staticcheck // typed server-side apply; the object carries only the fields we own.
-	if err := member.Patch(ctx, desired, client.Apply, FieldOwner, client.ForceOwnership); err != nil {
-		return fmt.Errorf("apply %s %s: %w", kind, key, err)
-	}
-	return nil
-}
-
-// deleteOwned deletes obj if it exists and carries the agent's label.
-func deleteOwned(ctx context.Context, member client.Client, obj client.Object) error {
-	key := client.ObjectKeyFromObject(obj)
-	if err := member.Get(ctx, key, obj); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if obj.GetLabels()[LabelManagedBy] != ManagedByAgent {
-		return nil // not ours: leave it
-	}
-	if err := member.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("delete %T %s: %w", obj, key, err)
-	}
-	return nil
-}
-
-func ensureNamespace(ctx context.Context, member client.Client, name string) error {
-	ns := &corev1.Namespace{}
-	err := member.Get(ctx, types.NamespacedName{Name: name}, ns)
-	if !apierrors.IsNotFound(err) {
-		return err
-	}
-	ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelManagedBy: ManagedByAgent}}}
-	if err := member.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
-		return fmt.Errorf("create namespace %s: %w", name, err)
-	}
-	return nil
-}
-
-// labelPods sets dbfleet.io/role on each pod of the share: primary for the lowest ordinal of the
-// primary cluster's share (fenced once fenced), replica otherwise.
-func labelPods(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, fenced bool) error {
-	pods := &corev1.PodList{}
-	if err := member.List(ctx, pods, client.InNamespace(mdb.Spec.DatabaseRef.Namespace), client.MatchingLabels(selectorLabels(mdb))); err != nil {
-		return fmt.Errorf("list pods: %w", err)
-	}
-	for i := range pods.Items {
-		pod := &pods.Items[i]
-		role, err := PodRole(mdb, pod.Name, fenced)
-		if err != nil {
-			continue // not one of the StatefulSet's pods
-		}
-		if pod.Labels[dbfleetv1alpha1.LabelRole] == string(role) {
-			continue
-		}
-		patched := pod.DeepCopy()
-		if patched.Labels == nil {
-			patched.Labels = map[string]string{}
-		}
-		patched.Labels[dbfleetv1alpha1.LabelRole] = string(role)
-		if err := member.Patch(ctx, patched, client.MergeFrom(pod)); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("label pod %s: %w", pod.Name, err)
-		}
-	}
-	return nil
 }
 
 // cleanup removes the share's objects from the member cluster, then lets the MemberDatabase go

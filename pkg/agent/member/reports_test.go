@@ -46,7 +46,7 @@ func TestACacheBehindOurOwnReportIsNotReportedAgain(t *testing.T) {
 		m := from.DeepCopy()
 		r.reported.catchUp(m)
 		before := m.DeepCopy()
-		setStatus(m, sts, nil, false)
+		setStatus(m, passResult{sts: sts, atEpoch: true}, false)
 		if err := r.writeStatus(ctx, hub, before, m); err != nil {
 			t.Fatal(err)
 		}
@@ -96,10 +96,10 @@ func TestAFirstReportWaitsBrieflyForReadiness(t *testing.T) {
 	fresh := &dbfleetv1alpha1.MemberDatabase{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Generation: 1},
 		Spec: dbfleetv1alpha1.MemberDatabaseSpec{Replicas: 1}}
 	applied := fresh.DeepCopy()
-	setStatus(applied, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Generation: 1}}, nil, false)
+	setStatus(applied, passResult{sts: &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Generation: 1}}, atEpoch: true}, false)
 	ready := fresh.DeepCopy()
-	setStatus(ready, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Generation: 1},
-		Status: appsv1.StatefulSetStatus{ObservedGeneration: 1, Replicas: 1, ReadyReplicas: 1, UpdatedReplicas: 1}}, nil, false)
+	setStatus(ready, passResult{sts: &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Generation: 1},
+		Status: appsv1.StatefulSetStatus{ObservedGeneration: 1, Replicas: 1, ReadyReplicas: 1, UpdatedReplicas: 1}}, atEpoch: true}, false)
 	if !meta.IsStatusConditionTrue(ready.Status.Conditions, dbfleetv1alpha1.ConditionAvailable) {
 		t.Fatalf("test setup: the ready share is not Available: %+v", ready.Status)
 	}

@@ -27,7 +27,7 @@ const Name = "memberdatabase"
 // the hub and whose provider engages member clusters.
 // guard is the agent's hub-lease freshness, nil in the hub.
 func Setup(mgr mcmanager.Manager, guard *fence.Guard, opts controller.TypedOptions[mcreconcile.Request]) error {
-	r := &Reconciler{Manager: mgr, Guard: guard}
+	r := &Reconciler{Manager: mgr, Guard: guard, Recorder: mgr.GetLocalManager().GetEventRecorder("dbfleet-agent")}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named(Name).
 		WithOptions(opts).

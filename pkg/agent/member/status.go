@@ -3,7 +3,6 @@ package member
 import (
 	"fmt"
 
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -24,11 +23,21 @@ const (
 	ReasonHubLeaseExpired = "HubLeaseExpired"
 	ReasonStaleEpoch      = "StaleEpoch"
 	ReasonStatefulSetU    = "StatefulSetUnknown"
+	// ReasonStorageNotExpandable: the share's storage grew, but the StorageClass of its volumes
+	// does not allow expansion; they and the claim template keep their size.
+	ReasonStorageNotExpandable = "StorageNotExpandable"
+	// ReasonStorageKept: the volumes keep a size other than the share asks for, for another
+	// reason the message gives (they never shrink; a fenced share's StatefulSet is not replaced).
+	ReasonStorageKept = "StorageSizeKept"
+	// ReasonReplacingStatefulSet: the StatefulSet is being replaced, its pods and volumes kept,
+	// so that its claim template asks for the share's grown storage.
+	ReasonReplacingStatefulSet = "ReplacingStatefulSet"
 )
 
-// setStatus fills the MemberDatabase status from the StatefulSet (nil when it could not be
-// applied) and the apply error, if any. The epoch reported is the one the agent acted on.
-func setStatus(mdb *dbfleetv1alpha1.MemberDatabase, sts *appsv1.StatefulSet, applyErr error, fenced bool) {
+// setStatus fills the MemberDatabase status from what the pass did. The epoch reported is the one
+// the agent acted on: it is reported only once the share acts at it (pass.atEpoch), even when
+// other objects failed.
+func setStatus(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult, fenced bool) {
 	st := &mdb.Status
 	gen := mdb.Generation
 	set := func(t string, status metav1.ConditionStatus, reason, msg string) {
@@ -37,17 +46,31 @@ func setStatus(mdb *dbfleetv1alpha1.MemberDatabase, sts *appsv1.StatefulSet, app
 		})
 	}
 	st.ObservedGeneration = gen
-	if applyErr != nil {
+	sts := pass.sts
+	stsKey := mdb.Spec.DatabaseRef.Namespace + "/" + mdb.Spec.DatabaseRef.Name
+	switch applyErr := pass.err(); {
+	case applyErr != nil:
 		reason := ReasonApplyFailed
 		if isConflict(applyErr) {
 			reason = ReasonConflict
 		}
 		set(dbfleetv1alpha1.ConditionApplied, metav1.ConditionFalse, reason, applyErr.Error())
 		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, applyErr.Error())
-	} else {
-		set(dbfleetv1alpha1.ConditionApplied, metav1.ConditionTrue, ReasonApplied,
-			fmt.Sprintf("StatefulSet %s/%s applied at epoch %d", mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name, mdb.Spec.Epoch))
+	case pass.storage != nil:
+		// Running as asked but for the volumes' size: nothing is broken, the user has to act.
+		set(dbfleetv1alpha1.ConditionApplied, metav1.ConditionFalse, pass.storage.reason, pass.storage.message)
+		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "the share runs as applied")
+	case pass.replacing:
+		set(dbfleetv1alpha1.ConditionApplied, metav1.ConditionTrue, ReasonReplacingStatefulSet,
+			fmt.Sprintf("StatefulSet %s is being replaced at epoch %d so that its claim template asks for %s; its pods and volumes stay",
+				stsKey, mdb.Spec.Epoch, mdb.Spec.Database.Storage.Size.String()))
 		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "the share is applied as asked")
+	default:
+		set(dbfleetv1alpha1.ConditionApplied, metav1.ConditionTrue, ReasonApplied,
+			fmt.Sprintf("StatefulSet %s applied at epoch %d", stsKey, mdb.Spec.Epoch))
+		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "the share is applied as asked")
+	}
+	if pass.atEpoch {
 		st.Epoch = mdb.Spec.Epoch
 	}
 	if fenced {

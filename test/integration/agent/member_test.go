@@ -38,7 +38,8 @@ type share struct {
 	mdb *dbfleetv1alpha1.MemberDatabase
 }
 
-func newShare(t *testing.T, replicas, start int32, role dbfleetv1alpha1.ReplicaRole) *share {
+// newShare creates the share; change, if given, alters the MemberDatabase before it is created.
+func newShare(t *testing.T, replicas, start int32, role dbfleetv1alpha1.ReplicaRole, change ...func(*dbfleetv1alpha1.MemberDatabase)) *share {
 	t.Helper()
 	s := &share{t: t, ctx: context.Background(), ns: fmt.Sprintf("shop-%d", seq.Add(1)), db: "orders"}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: dbfleetv1alpha1.MemberNamespace(clusterName)}}
@@ -70,6 +71,9 @@ func newShare(t *testing.T, replicas, start int32, role dbfleetv1alpha1.ReplicaR
 			Role:     role,
 			Epoch:    1,
 		},
+	}
+	for _, c := range change {
+		c(s.mdb)
 	}
 	if err := hub.Client.Create(s.ctx, s.mdb); err != nil {
 		t.Fatal(err)

@@ -45,6 +45,13 @@ func TestImmutableFieldsSaySo(t *testing.T) {
 			field: "spec.storage.size", message: "size cannot shrink",
 		},
 		{
+			// The agent never meets a shrink either: the MemberDatabase carries the same rule.
+			name: "member storage shrinks", kind: "MemberDatabase",
+			before: mdbSpec + "  role: primary\n  epoch: 1\n",
+			after:  strings.Replace(mdbSpec, "size: 1Gi", "size: 512Mi", 1) + "  role: primary\n  epoch: 1\n",
+			field:  "spec.database.storage.size", message: "size cannot shrink",
+		},
+		{
 			name: "sync mode", kind: "MemberCluster",
 			before: "  syncMode: Pull\n",
 			after:  "  syncMode: Push\n  kubeconfigSecretRef: {namespace: dbfleet-system, name: east}\n",

@@ -1,0 +1,206 @@
+package member
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/agent/fence"
+)
+
+// passResult is what one full pass did to a share's objects in the member cluster.
+type passResult struct {
+	// sts is the StatefulSet as the API server has it; nil when it could not be read or applied.
+	sts *appsv1.StatefulSet
+	// errs are the objects that failed. Each object is applied on its own: one that fails never
+	// keeps the others, above all the primary Lease, from being written.
+	errs []error
+	// atEpoch says the share acts at its epoch: the StatefulSet carries it (and the fenced
+	// epoch), the pods carry their roles, and the primary Lease is renewed, or released on
+	// demotion. Only then does the agent report the epoch, which the hub waits for before it
+	// promotes another cluster.
+	atEpoch bool
+	// storage says why the volumes keep a size other than the share asks for; nil when they
+	// have it (or are being given it).
+	storage *storageKept
+	// replacing says the StatefulSet is being replaced to grow its volume claim template: the
+	// old one is going (its pods stay) and the next pass creates the new one.
+	replacing bool
+}
+
+// err is every failure of the pass.
+func (p *passResult) err() error { return errors.Join(p.errs...) }
+
+// applyShare writes a share into the member cluster, each object on its own: the namespace, the
+// Service, the StatefulSet (growing its volumes when asked), the PDBs, the pods' role labels and
+// the primary Lease (renewed while the share is a live primary, released once it is demoted).
+// Objects the agent did not create are never touched.
+// live reads the member API server directly, for what the agent reads rarely and may not be
+// allowed to (an agent installed before it needed StorageClasses): a cached read would wait for
+// an informer that cannot start, and hold up every other share.
+func (r *Reconciler) applyShare(ctx context.Context, member client.Client, live client.Reader, mdb *dbfleetv1alpha1.MemberDatabase, fencedAt int64, cluster string) passResult {
+	p := passResult{atEpoch: true}
+	fail := func(epoch bool, err error) {
+		if err == nil {
+			return
+		}
+		p.errs = append(p.errs, err)
+		if epoch {
+			p.atEpoch = false
+		}
+	}
+	primary := mdb.Spec.Role == dbfleetv1alpha1.RolePrimary
+	fenced := primary && fencedAt > 0
+
+	fail(true, ensureNamespace(ctx, member, mdb.Spec.DatabaseRef.Namespace))
+	fail(false, applyOwned(ctx, member, DesiredService(mdb), &corev1.Service{}))
+	var err error
+	p.sts, p.storage, p.replacing, err = r.applyStatefulSet(ctx, member, live, mdb, fencedAt)
+	fail(true, err)
+	for _, pdb := range DesiredPDBs(mdb) {
+		fail(false, applyOwned(ctx, member, pdb, &policyv1.PodDisruptionBudget{}))
+	}
+	if !primary {
+		// A demoted share keeps no primary budget.
+		fail(false, deleteOwned(ctx, member, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{
+			Namespace: mdb.Spec.DatabaseRef.Namespace, Name: PrimaryPDBName(mdb.Spec.DatabaseRef.Name)}}))
+	}
+	fail(true, labelPods(ctx, member, mdb, fenced))
+	switch {
+	case primary && !fenced && r.Guard != nil:
+		fail(true, r.renewPrimaryLease(ctx, member, mdb, cluster))
+	case !primary:
+		// Demoted: give up the primary Lease before reporting the new epoch, which is what the
+		// hub waits for before it promotes another cluster.
+		fail(true, fence.ReleasePrimaryLease(ctx, member, mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name, cluster, mdb.Spec.Epoch))
+	}
+	return p
+}
+
+// applyStatefulSet applies the share's StatefulSet. A StatefulSet's volume claim template cannot
+// be changed, so when the share's storage grows the agent first expands the existing claims (if
+// their StorageClass allows it), then deletes the StatefulSet leaving its pods and claims in
+// place (propagation Orphan) and creates it again with the larger template once it is gone; the
+// new StatefulSet adopts the running pods. It returns the StatefulSet as the API server has it,
+// why the volumes keep another size (nil when they do not), and whether it is being replaced.
+func (r *Reconciler) applyStatefulSet(ctx context.Context, member client.Client, live client.Reader, mdb *dbfleetv1alpha1.MemberDatabase, fencedAt int64) (*appsv1.StatefulSet, *storageKept, bool, error) {
+	desired := DesiredStatefulSet(mdb, fencedAt)
+	key := client.ObjectKeyFromObject(desired)
+	existing := &appsv1.StatefulSet{}
+	err := member.Get(ctx, key, existing)
+	switch {
+	case apierrors.IsNotFound(err):
+		existing = nil
+	case err != nil:
+		return nil, nil, false, fmt.Errorf("read StatefulSet %s: %w", key, err)
+	case existing.Labels[LabelManagedBy] != ManagedByAgent:
+		return nil, nil, false, &conflictError{kind: "StatefulSet", key: key.String()}
+	case !existing.DeletionTimestamp.IsZero():
+		// Going (replaced by an earlier pass, or deleted by someone): its pods stay, and the
+		// pass after it is gone creates it again.
+		return existing, nil, true, nil
+	}
+	var kept *storageKept
+	if existing != nil {
+		var replace bool
+		replace, kept, err = r.growStorage(ctx, member, live, mdb, existing, desired, fencedAt > 0)
+		if err != nil {
+			return existing, kept, false, err
+		}
+		if replace {
+			return existing, nil, true, r.replaceStatefulSet(ctx, member, mdb, existing, desired)
+		}
+	}
+	if err := applyOwned(ctx, member, desired, &appsv1.StatefulSet{}); err != nil {
+		return existing, kept, false, err
+	}
+	return desired, kept, false, nil
+}
+
+// applyOwned applies desired unless an object of that name exists without the agent's label.
+// existing is an empty object of the same type, used to look.
+func applyOwned(ctx context.Context, member client.Client, desired, existing client.Object) error {
+	key := client.ObjectKeyFromObject(desired)
+	kind := desired.GetObjectKind().GroupVersionKind().Kind
+	err := member.Get(ctx, key, existing)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("read %s %s: %w", kind, key, err)
+	case existing.GetLabels()[LabelManagedBy] != ManagedByAgent:
+		return &conflictError{kind: kind, key: key.String()}
+	}
+	//nolint:staticcheck // typed server-side apply; the object carries only the fields we own.
+	if err := member.Patch(ctx, desired, client.Apply, FieldOwner, client.ForceOwnership); err != nil {
+		return fmt.Errorf("apply %s %s: %w", kind, key, err)
+	}
+	return nil
+}
+
+// deleteOwned deletes obj if it exists and carries the agent's label.
+func deleteOwned(ctx context.Context, member client.Client, obj client.Object) error {
+	key := client.ObjectKeyFromObject(obj)
+	if err := member.Get(ctx, key, obj); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if obj.GetLabels()[LabelManagedBy] != ManagedByAgent {
+		return nil // not ours: leave it
+	}
+	if err := member.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete %T %s: %w", obj, key, err)
+	}
+	return nil
+}
+
+func ensureNamespace(ctx context.Context, member client.Client, name string) error {
+	ns := &corev1.Namespace{}
+	err := member.Get(ctx, types.NamespacedName{Name: name}, ns)
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("read namespace %s: %w", name, err)
+	}
+	ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelManagedBy: ManagedByAgent}}}
+	if err := member.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
+		return fmt.Errorf("create namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// labelPods sets dbfleet.io/role on each pod of the share: primary for the lowest ordinal of the
+// primary cluster's share (fenced once fenced), replica otherwise.
+func labelPods(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, fenced bool) error {
+	pods := &corev1.PodList{}
+	if err := member.List(ctx, pods, client.InNamespace(mdb.Spec.DatabaseRef.Namespace), client.MatchingLabels(selectorLabels(mdb))); err != nil {
+		return fmt.Errorf("list pods: %w", err)
+	}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		role, err := PodRole(mdb, pod.Name, fenced)
+		if err != nil {
+			continue // not one of the StatefulSet's pods
+		}
+		if pod.Labels[dbfleetv1alpha1.LabelRole] == string(role) {
+			continue
+		}
+		patched := pod.DeepCopy()
+		if patched.Labels == nil {
+			patched.Labels = map[string]string{}
+		}
+		patched.Labels[dbfleetv1alpha1.LabelRole] = string(role)
+		if err := member.Patch(ctx, patched, client.MergeFrom(pod)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("label pod %s: %w", pod.Name, err)
+		}
+	}
+	return nil
+}
