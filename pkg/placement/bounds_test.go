@@ -46,7 +46,7 @@ func TestScheduleRefusesReplicasBeyondTheMaximum(t *testing.T) {
 	for _, n := range []int32{MaxReplicas + 1, math.MaxInt32} {
 		in := Input{Replicas: n, Clusters: []Cluster{{Name: "east", Ready: true, Unlimited: true}}, Placement: staticPlacement(nil)}
 		if _, err := Schedule(in); !errors.Is(err, ErrInvalidPlacement) {
-			t.Errorf("replicas %d: err = %v, want ErrInvalidPlacement", n, err)
+			t.Fatalf("replicas %d: err = %v, want ErrInvalidPlacement", n, err)
 		}
 	}
 	in := Input{Replicas: MaxReplicas, Clusters: []Cluster{{Name: "east", Ready: true, Unlimited: true}, {Name: "west", Ready: true, Unlimited: true}}, Placement: staticPlacement(nil)}
