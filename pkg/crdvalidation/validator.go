@@ -136,8 +136,8 @@ func (v *Validator) Namespaced(kindName string) (namespaced, known bool) {
 
 // Admit checks obj as the API server checks a create of it, status included, and returns every
 // error with its field path. It changes obj as admission would: unknown fields are pruned (and
-// reported) and schema defaults are filled in. A namespaced object must carry its namespace, as
-// it gets from the request's.
+// reported), schema defaults are filled in, and a cluster-scoped object loses any namespace. A
+// namespaced object must carry its namespace, as it gets from the request's.
 func (v *Validator) Admit(ctx context.Context, obj *unstructured.Unstructured) field.ErrorList {
 	k, ok := v.kinds[obj.GetKind()]
 	if !ok {
@@ -160,6 +160,9 @@ func (v *Validator) Admit(ctx context.Context, obj *unstructured.Unstructured) f
 		return append(errs, err)
 	}
 	structuraldefaulting.Default(obj.Object, k.structural)
+	if !k.namespaced {
+		obj.SetNamespace("") // the API server clears it on a cluster-scoped create
+	}
 
 	// The strategy's Validate: metadata, schema, embedded objects, list types, then CEL unless a
 	// blocking error makes the rules meaningless.

@@ -70,11 +70,6 @@ func TestLoadFilesRefusesWhatTheAPIServerRefuses(t *testing.T) {
 			want: []string{"metadata.namespace: Invalid value"},
 		},
 		{
-			name: "namespace on a cluster-scoped kind",
-			doc:  strings.Replace(goodMember, "name: east", "name: east, namespace: shop", 1),
-			want: []string{"MemberCluster east", "metadata.namespace: Forbidden"},
-		},
-		{
 			name: "engine oracle",
 			doc:  strings.Replace(goodDatabase, "engine: postgres", "engine: oracle", 1),
 			want: []string{"DatabaseCluster shop/orders", `spec.engine: Unsupported value: "oracle"`},
@@ -199,5 +194,14 @@ func TestLoadFilesAppliesSchemaDefaults(t *testing.T) {
 	}
 	if ns := fleet.Databases[0].Namespace; ns != "default" {
 		t.Errorf("namespace %q, want default as kubectl would", ns)
+	}
+
+	// The API server clears the namespace of a cluster-scoped object.
+	path = writeFile(t, "member.yaml", strings.Replace(goodMember, "name: east", "name: east, namespace: shop", 1))
+	if fleet, err = LoadFiles(context.Background(), []string{path}); err != nil {
+		t.Fatal(err)
+	}
+	if ns := fleet.Members[0].Namespace; ns != "" {
+		t.Errorf("MemberCluster namespace %q, want it cleared", ns)
 	}
 }
