@@ -58,6 +58,18 @@ var selectorBounds = []struct {
 	{"matchLabels.{}", "maxLength", 63},
 }
 
+// labelValuePattern is a label value (k8s.io/apimachinery's IsValidLabelValue, with the length
+// bounded above): empty, or alphanumerics, '-', '_' and '.' beginning and ending with an
+// alphanumeric. A schema pattern costs nothing against the CEL budget, which a CEL rule over every
+// value of every expression of every selector would exceed.
+const labelValuePattern = `^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+
+// selectorPatterns are the patterns of spec.resourceSelectors[].labelSelector, by path below it.
+var selectorPatterns = map[string]string{
+	"matchExpressions.[].values.[]": labelValuePattern,
+	"matchLabels.{}":                labelValuePattern,
+}
+
 func main() {
 	dir := "deploy/crds"
 	if len(os.Args) > 1 {
@@ -110,6 +122,13 @@ func boundFile(path string) error {
 				return fmt.Errorf("%s: spec.resourceSelectors[].labelSelector.%s: %w", path, b.path, err)
 			}
 			s[b.key] = b.n
+		}
+		for p, pattern := range selectorPatterns {
+			s, err := walk(selector, p)
+			if err != nil {
+				return fmt.Errorf("%s: spec.resourceSelectors[].labelSelector.%s: %w", path, p, err)
+			}
+			s["pattern"] = pattern
 		}
 	}
 	out, err := yaml.Marshal(crd)

@@ -300,7 +300,7 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 		{
 			name: "label selector value not a label value", kind: "PropagationPolicy",
 			spec:  "  resourceSelectors:\n    - labelSelector:\n        matchExpressions: [{key: tier, operator: NotIn, values: ['gold silver']}]\n  placement: {}\n",
-			field: "spec.resourceSelectors[0].labelSelector.matchExpressions", message: "values must be label values",
+			field: "spec.resourceSelectors[0].labelSelector.matchExpressions[0].values[0]", message: "should match",
 		},
 		{
 			name: "matchLabels key not a label key", kind: "ClusterPropagationPolicy",
@@ -310,7 +310,7 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 		{
 			name: "matchLabels value not a label value", kind: "PropagationPolicy",
 			spec:  "  resourceSelectors:\n    - labelSelector: {matchLabels: {tier: 'gold!'}}\n  placement: {}\n",
-			field: "spec.resourceSelectors[0].labelSelector.matchLabels", message: "matchLabels values must be label values",
+			field: "spec.resourceSelectors[0].labelSelector.matchLabels.tier", message: "should match",
 		},
 		{
 			name: "matchLabels value too long", kind: "PropagationPolicy",
