@@ -41,6 +41,11 @@ type kind struct {
 	schema     apiservervalidation.SchemaValidator
 	// cel is nil when the schema has no x-kubernetes-validations.
 	cel *cel.Validator
+	// status* are the same for the status schema alone, as the status subresource uses it; nil
+	// without a status.
+	statusStructural *structuralschema.Structural
+	statusSchema     apiservervalidation.SchemaValidator
+	statusCEL        *cel.Validator
 }
 
 var builtIn = sync.OnceValues(func() (*Validator, error) { return New(crds.Files) })
@@ -106,13 +111,22 @@ func newKind(crd *apiextensionsv1.CustomResourceDefinition) (*kind, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the schema validator of %s: %w", crd.Name, err)
 	}
-	return &kind{
+	k := &kind{
 		gvk:        schema.GroupVersionKind{Group: crd.Spec.Group, Version: version.Name, Kind: crd.Spec.Names.Kind},
 		namespaced: crd.Spec.Scope == apiextensionsv1.NamespaceScoped,
 		structural: s,
 		schema:     sv,
 		cel:        cel.NewValidator(s, true, celconfig.PerCallLimit),
-	}, nil
+	}
+	if statusProps, ok := internal.OpenAPIV3Schema.Properties["status"]; ok {
+		statusStructural := s.Properties["status"]
+		k.statusStructural = &statusStructural
+		if k.statusSchema, _, err = apiservervalidation.NewSchemaValidator(&statusProps); err != nil {
+			return nil, fmt.Errorf("the status schema validator of %s: %w", crd.Name, err)
+		}
+		k.statusCEL = cel.NewValidator(k.statusStructural, false, celconfig.PerCallLimit)
+	}
+	return k, nil
 }
 
 // Kinds lists the kinds the Validator knows, sorted.
@@ -177,6 +191,27 @@ func (v *Validator) Admit(ctx context.Context, obj *unstructured.Unstructured) f
 			celErrs, _ := k.cel.Validate(ctx, nil, k.structural, obj.Object, nil, celconfig.RuntimeCELCostBudget)
 			errs = append(errs, celErrs...)
 		}
+	}
+	return errs
+}
+
+// AdmitStatus checks status, the status of an object of kindName, as the API server checks a
+// status update: against the status schema and its CEL rules (the rest of the object is not
+// written by a status update). Field paths start at status.
+func (v *Validator) AdmitStatus(ctx context.Context, kindName string, status map[string]any) field.ErrorList {
+	k, ok := v.kinds[kindName]
+	if !ok {
+		return field.ErrorList{field.NotSupported(field.NewPath("kind"), kindName, v.Kinds())}
+	}
+	path := field.NewPath("status")
+	if k.statusSchema == nil {
+		return field.ErrorList{field.Forbidden(path, kindName+" has no status")}
+	}
+	errs := apiservervalidation.ValidateCustomResource(path, status, k.statusSchema)
+	errs = append(errs, listtype.ValidateListSetsAndMaps(path, k.statusStructural, status)...)
+	if k.statusCEL != nil && !blocking(errs) {
+		celErrs, _ := k.statusCEL.Validate(ctx, path, k.statusStructural, status, nil, celconfig.RuntimeCELCostBudget)
+		errs = append(errs, celErrs...)
 	}
 	return errs
 }

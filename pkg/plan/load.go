@@ -116,10 +116,12 @@ func (l *loader) add(where string, raw []byte) []error {
 	default:
 		return []error{fmt.Errorf("kind %q: hub plan reads DatabaseCluster, PropagationPolicy, ClusterPropagationPolicy and MemberCluster", tm.Kind)}
 	}
-	// Fields the type does not have (or has twice), and values of the wrong type, stop the
-	// decoding as they stop the API server's.
-	if err := strict(data, into); err != nil {
-		return []error{err}
+	// Fields the type does not have (or has twice) stop the decoding, as they stop the API
+	// server's with strict field validation. Values the type cannot hold are left to the schema
+	// below, which names their field.
+	strictErrs, decodeErr := kjson.UnmarshalStrict(data, into)
+	if len(strictErrs) > 0 {
+		return strictErrs
 	}
 
 	u := &unstructured.Unstructured{}
@@ -140,6 +142,10 @@ func (l *loader) add(where string, raw []byte) []error {
 			errs[i] = fmt.Errorf("%s: %w", name, fe)
 		}
 		return errs
+	}
+
+	if decodeErr != nil {
+		return []error{fmt.Errorf("%s: %w", name, decodeErr)}
 	}
 
 	key := objectKey{tm.Kind, u.GetNamespace(), u.GetName()}
@@ -169,16 +175,6 @@ func (l *loader) add(where string, raw []byte) []error {
 		l.fleet.Members = append(l.fleet.Members, *obj)
 	}
 	return nil
-}
-
-// strict decodes JSON, refusing fields the type does not have (or has twice); the error names
-// each such field by its path, as kubectl's strict field validation does.
-func strict(data []byte, into any) error {
-	strictErrs, err := kjson.UnmarshalStrict(data, into)
-	if err != nil {
-		return err
-	}
-	return errors.Join(strictErrs...)
 }
 
 // LoadHub reads the fleet from a live hub: every DatabaseCluster (or those of one namespace),

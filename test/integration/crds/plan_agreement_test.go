@@ -57,7 +57,7 @@ func TestPlanAgreesWithTheAPIServer(t *testing.T) {
 		{"valid PropagationPolicy", agreePolicy},
 		{"valid ClusterPropagationPolicy", agreeClusterPolicy},
 		{"valid MemberCluster", agreeMember},
-		{"valid status", agreeDatabase + "status: {primary: {cluster: east, epoch: 9223372036854775807}, placements: [{cluster: east, replicas: 3, ordinals: {start: 0, count: 3}, role: primary}]}\n"},
+		{"valid status", agreeDatabase + "status: {primary: {cluster: east, epoch: 7}, placements: [{cluster: east, replicas: 3, ordinals: {start: 0, count: 3}, role: primary}]}\n"},
 		{"empty name", r(agreeDatabase, "name: orders", `name: ""`, 1)},
 		{"name not a DNS name", r(agreeDatabase, "name: orders", "name: Orders_1", 1)},
 		{"name too long for a StatefulSet", r(agreeDatabase, "name: orders", "name: "+strings.Repeat("a", 53), 1)},
