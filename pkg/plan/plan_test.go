@@ -108,7 +108,7 @@ func TestPrintTableSummarisesExclusions(t *testing.T) {
 	table := out.String()
 	for _, want := range []string{
 		"39 clusters  excluded by clusterAffinity: lab-01, lab-02, lab-03 and 36 more\n",
-		"1 clusters   unreachable (dbfleet.io/unreachable): lab-00\n",
+		"1 cluster    unreachable (dbfleet.io/unreachable): lab-00\n",
 		"(40 clusters not chosen, summarised by reason: --show-all-exclusions lists each)",
 	} {
 		if !strings.Contains(table, want) {

@@ -82,12 +82,19 @@ func PrintTable(w io.Writer, results []Result, opts TableOptions) error {
 				if more := len(g.clusters) - namesPerReason; more > 0 {
 					names += fmt.Sprintf(" and %d more", more)
 				}
-				fmt.Fprintf(tw, "  %d clusters\t%s: %s\n", len(g.clusters), g.reason, names)
+				fmt.Fprintf(tw, "  %s\t%s: %s\n", clusters(len(g.clusters)), g.reason, names)
 			}
 			fmt.Fprintf(tw, "  (%d clusters not chosen, summarised by reason: --show-all-exclusions lists each)\n", len(r.Excluded))
 		}
 	}
 	return tw.Flush()
+}
+
+func clusters(n int) string {
+	if n == 1 {
+		return "1 cluster"
+	}
+	return fmt.Sprintf("%d clusters", n)
 }
 
 type reasonGroup struct {
