@@ -198,7 +198,9 @@ type PrimaryStatus struct {
 	// +optional
 	Cluster string `json:"cluster,omitempty"`
 	// Epoch goes up by one every time the primary moves to another cluster. Agents act only on the
-	// newest epoch.
+	// newest epoch, so an epoch that wrapped around would look older than every one before it: the
+	// API server refuses any below 1.
+	// +kubebuilder:validation:Minimum=1
 	// +optional
 	Epoch int64 `json:"epoch,omitempty"`
 	// Since is when the primary took this cluster and epoch.
@@ -212,9 +214,11 @@ type PrimaryStatus struct {
 
 // OrdinalRange is a contiguous range of StatefulSet ordinals, unique across the fleet.
 type OrdinalRange struct {
-	// Start is the first ordinal (StatefulSet spec.ordinals.start).
+	// Start is the first ordinal (StatefulSet spec.ordinals.start, which cannot be negative).
+	// +kubebuilder:validation:Minimum=0
 	Start int32 `json:"start"`
 	// Count is the number of ordinals.
+	// +kubebuilder:validation:Minimum=0
 	Count int32 `json:"count"`
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/hub/databasecluster"
 	"github.com/dbfleet/dbfleet/pkg/placement"
@@ -18,10 +20,13 @@ type Result struct {
 	Outcome  databasecluster.Outcome
 	// Excluded lists every cluster without a share and why.
 	Excluded []placement.Exclusion
+	// Refused is what the API server would refuse in the status the hub would write (see
+	// CheckStatus).
+	Refused field.ErrorList
 }
 
-// Schedulable reports whether the DatabaseCluster got a placement.
-func (r *Result) Schedulable() bool { return r.Outcome.Decision != nil }
+// Schedulable reports whether the DatabaseCluster got a placement the hub can record.
+func (r *Result) Schedulable() bool { return r.Outcome.Decision != nil && len(r.Refused) == 0 }
 
 // Run plans every DatabaseCluster of the fleet, sorted by namespace and name. It shows the
 // placement the policy calls for now (as after a dbfleet.io/rebalance), which the hub adopts only
