@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/hub"
 	"github.com/dbfleet/dbfleet/pkg/hub/databasecluster"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
@@ -48,6 +47,7 @@ func replicaCluster(dbc *dbfleetv1alpha1.DatabaseCluster) string {
 // recoverCluster makes a lost cluster healthy again, as clusterhealth does when its agent renews.
 func (f *fixture) recoverCluster(cluster string) {
 	f.t.Helper()
+	f.renewAsAgent(cluster, metav1.Now())
 	f.setReady(cluster, metav1.ConditionTrue)
 	f.updateMember(cluster, func(mc *dbfleetv1alpha1.MemberCluster) { mc.Spec.Taints = nil })
 }
@@ -153,7 +153,7 @@ func TestNoEvictionWithNowhereToGo(t *testing.T) {
 	f.loseCluster(a, 1)
 	held := f.waitDatabase("orders", "unschedulable, placement kept", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
 		c := meta.FindStatusCondition(d.Status.Conditions, dbfleetv1alpha1.ConditionScheduled)
-		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == databasecluster.ReasonUnschedulable &&
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == dbfleetv1alpha1.ReasonUnschedulable &&
 			strings.Contains(c.Message, "current placement (if any) is kept")
 	})
 	if got := shares(held); len(got) != 1 || got[a] != 2 || len(held.Status.Evictions) != 0 {
@@ -211,8 +211,10 @@ func TestApplicationFailoverMovesAFailedShare(t *testing.T) {
 // waits, counted by dbfleet_hub_evictions_delayed_total.
 func TestEvictionRateLimit(t *testing.T) {
 	f := newFixture(t)
+	cfg := hubConfig()
+	cfg.EvictionRate, cfg.EvictionBurst = 0.01, 1
 	startManager(t, env.Config, ctrl.Options{}, func(ctx context.Context, mgr ctrl.Manager) error {
-		return databasecluster.Setup(ctx, mgr, hub.Config{EvictionRate: 0.01, EvictionBurst: 1})
+		return databasecluster.Setup(ctx, mgr, cfg)
 	})
 	f.member("a", "r1", 100)
 	f.member("b", "r2", 100)

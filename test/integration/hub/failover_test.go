@@ -6,22 +6,28 @@ import (
 	"time"
 
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/agent/heartbeat"
 	"github.com/dbfleet/dbfleet/pkg/hub/databasecluster"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
 // loseCluster makes a cluster look as the clusterhealth controller leaves a silent one: Ready
-// Unknown, unreachable taints added now, its agent last seen now with the given fenceAfter.
+// Unknown, unreachable taints added now, its agent last seen now with the given fenceAfter. The
+// agent's last renewal is written to its Lease and handed to the hub's liveness observer, as the
+// clusterhealth controller's Lease watch would: the failover gate counts the silence from there.
 func (f *fixture) loseCluster(cluster string, fenceAfter int32) {
 	f.t.Helper()
 	now := metav1.Now()
+	f.renewAsAgent(cluster, now)
 	f.updateMemberStatus(cluster, func(mc *dbfleetv1alpha1.MemberCluster) {
 		meta.SetStatusCondition(&mc.Status.Conditions, metav1.Condition{
 			Type: dbfleetv1alpha1.ConditionReady, Status: metav1.ConditionUnknown, Reason: "AgentLeaseExpired", Message: "test"})
@@ -77,7 +83,7 @@ func TestPrimaryFailoverWaitsForFencingThenPromotes(t *testing.T) {
 	lost := time.Now()
 	f.loseCluster(old, 2)
 	f.waitDatabase("orders", "waiting for fencing", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, databasecluster.ReasonWaitingForFencing) &&
+		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, dbfleetv1alpha1.ReasonWaitingForFencing) &&
 			d.Status.Primary.Cluster == old
 	})
 	promoted := f.waitDatabase("orders", "promoted", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
@@ -94,7 +100,7 @@ func TestPrimaryFailoverWaitsForFencingThenPromotes(t *testing.T) {
 	if _, onOld := shares(promoted)[old]; onOld || promoted.Status.Replicas != 2 {
 		t.Errorf("placements %v, want both replicas off %s", shares(promoted), old)
 	}
-	if !hasCondition(promoted, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, databasecluster.ReasonPromoted) {
+	if !hasCondition(promoted, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, dbfleetv1alpha1.ReasonPromoted) {
 		t.Errorf("FailoverInProgress %+v, want Promoted", meta.FindStatusCondition(promoted.Status.Conditions, dbfleetv1alpha1.ConditionFailoverInProgress))
 	}
 	mdbs := f.waitMemberDatabases("orders", shares(promoted))
@@ -103,7 +109,7 @@ func TestPrimaryFailoverWaitsForFencingThenPromotes(t *testing.T) {
 	}
 	reportReady(f, "orders")
 	f.waitDatabase("orders", "failover complete", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionFalse, databasecluster.ReasonFailoverComplete) &&
+		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionFalse, dbfleetv1alpha1.ReasonFailoverComplete) &&
 			hasCondition(d, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue, "")
 	})
 }
@@ -123,7 +129,7 @@ func TestManualFailoverOnlyReports(t *testing.T) {
 	old := dbc.Status.Primary.Cluster
 	f.loseCluster(old, 1)
 	held := f.waitDatabase("orders", "manual failover reported", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, databasecluster.ReasonManualFailoverRequired)
+		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, dbfleetv1alpha1.ReasonManualFailoverRequired)
 	})
 	if held.Status.Primary.Cluster != old || held.Status.Primary.Epoch != dbc.Status.Primary.Epoch {
 		t.Errorf("Manual mode moved the primary: %+v", held.Status.Primary)
@@ -183,7 +189,7 @@ func TestPlannedMoveDemotesBeforePromoting(t *testing.T) {
 		t.Fatal(err)
 	}
 	demoting := f.waitDatabase("orders", "demoting", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, databasecluster.ReasonDemoting)
+		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, dbfleetv1alpha1.ReasonDemoting)
 	})
 	if demoting.Status.Primary.Cluster != old || demoting.Status.Primary.Epoch != 1 {
 		t.Fatalf("promoted before the old primary stepped down: %+v", demoting.Status.Primary)
@@ -232,7 +238,7 @@ func TestSwitchoverByPreference(t *testing.T) {
 		d.Spec.Primary = &dbfleetv1alpha1.PrimarySpec{PreferredClusters: []string{next}}
 	})
 	f.waitDatabase("orders", "demoting", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, databasecluster.ReasonDemoting) &&
+		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, dbfleetv1alpha1.ReasonDemoting) &&
 			d.Status.Primary.Cluster == old
 	})
 	var oldMDB *dbfleetv1alpha1.MemberDatabase
@@ -266,7 +272,7 @@ func TestPrimaryStaysUntilEviction(t *testing.T) {
 	lost := time.Now()
 	f.loseCluster(old, 1) // fences fast: only the toleration holds the primary
 	held := f.waitDatabase("orders", "waiting for eviction", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, databasecluster.ReasonWaitingForEviction)
+		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, dbfleetv1alpha1.ReasonWaitingForEviction)
 	})
 	if held.Status.Primary.Cluster != old {
 		t.Fatalf("primary moved before the eviction: %+v", held.Status.Primary)
@@ -280,4 +286,25 @@ func TestPrimaryStaysUntilEviction(t *testing.T) {
 	if _, onOld := shares(moved)[old]; onOld {
 		t.Errorf("old cluster still placed after the primary moved: %v", shares(moved))
 	}
+}
+
+// renewAsAgent writes the cluster's agent Lease with the given renew time, as its agent's
+// heartbeat does, and lets the running hub observe it.
+func (f *fixture) renewAsAgent(cluster string, renewTime metav1.Time) {
+	f.t.Helper()
+	micro := metav1.NewMicroTime(renewTime.Time)
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+		Namespace: dbfleetv1alpha1.MemberNamespace(cluster), Name: heartbeat.LeaseName,
+		Labels: map[string]string{dbfleetv1alpha1.LabelCluster: cluster},
+	}}
+	_, err := controllerutil.CreateOrUpdate(f.ctx, f.c, lease, func() error {
+		lease.Spec.HolderIdentity = ptr.To(cluster)
+		lease.Spec.LeaseDurationSeconds = ptr.To[int32](1)
+		lease.Spec.RenewTime = &micro
+		return nil
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	observeRenewal(cluster, micro.Time)
 }
