@@ -308,3 +308,130 @@ func (f *fixture) renewAsAgent(cluster string, renewTime metav1.Time) {
 	}
 	observeRenewal(cluster, micro.Time)
 }
+
+// TestFailoverCanceledWhenThePrimaryClusterReturns: a failover held at the fencing gate is
+// dropped when the primary's cluster comes back before the gate opens, and FailoverInProgress
+// says so instead of staying True for ever.
+func TestFailoverCanceledWhenThePrimaryClusterReturns(t *testing.T) {
+	f := newFixture(t)
+	startHub(t)
+	f.member("a", "r1", 100)
+	f.member("b", "r2", 100)
+	failoverPolicy(f, 1)
+	dbc := placedAndReady(f, "orders", 2, 2)
+	old := dbc.Status.Primary
+
+	// A slow agent: the gate holds the failover for 60 s + margin, far beyond the test.
+	f.loseCluster(old.Cluster, 60)
+	f.waitDatabase("orders", "waiting for fencing", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, dbfleetv1alpha1.ReasonWaitingForFencing)
+	})
+	f.recoverCluster(old.Cluster)
+	back := f.waitDatabase("orders", "failover canceled", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionFalse, dbfleetv1alpha1.ReasonFailoverCanceled)
+	})
+	if p := back.Status.Primary; p.Cluster != old.Cluster || p.Epoch != old.Epoch {
+		t.Errorf("primary %+v, want it to stay on %s at epoch %d", p, old.Cluster, old.Epoch)
+	}
+	f.waitEvent("orders", dbfleetv1alpha1.ReasonFailoverCanceled, old.Cluster, "WaitingForFencing")
+}
+
+// TestAStuckDemotionDoesNotShortenTheFencingWait: a planned move whose old primary never confirms
+// its demotion keeps FailoverInProgress True for a long time; when that cluster is then lost,
+// the failover still waits the agent's fenceAfter + margin from its last renewal, not from when
+// the condition turned True.
+func TestAStuckDemotionDoesNotShortenTheFencingWait(t *testing.T) {
+	const fenceAfter = 1
+	need := fenceAfter*time.Second + databasecluster.FencingMargin
+	f := newFixture(t)
+	startHub(t)
+	a, b := f.member("a", "r1", 100), f.member("b", "r2", 100)
+	pp := f.policy("spread", 0, map[string]string{"app": "orders"}, divided())
+	dbc := placedAndReady(f, "orders", 2, 2)
+	old := dbc.Status.Primary.Cluster
+	next := a
+	if old == a {
+		next = b
+	}
+	if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(pp), pp); err != nil {
+		t.Fatal(err)
+	}
+	pp.Spec.Placement.ClusterAffinity.ClusterNames = []string{next}
+	if err := f.c.Update(f.ctx, pp); err != nil {
+		t.Fatal(err)
+	}
+	// The old primary's agent never confirms: the demotion lasts longer than the fencing wait.
+	f.waitDatabase("orders", "demoting for longer than the fencing wait", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		c := meta.FindStatusCondition(d.Status.Conditions, dbfleetv1alpha1.ConditionFailoverInProgress)
+		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, dbfleetv1alpha1.ReasonDemoting) &&
+			time.Since(c.LastTransitionTime.Time) > need+time.Second
+	})
+
+	lost := time.Now()
+	f.loseCluster(old, fenceAfter)
+	moved := f.waitDatabase("orders", "promoted", func(d *dbfleetv1alpha1.DatabaseCluster) bool { return d.Status.Primary.Cluster == next })
+	if took := time.Since(lost); took < need {
+		t.Errorf("promoted %s after the old primary's cluster was lost, before its fenceAfter + margin (%s)", took, need)
+	}
+	if moved.Status.Primary.Epoch != 2 {
+		t.Errorf("epoch %d, want 2", moved.Status.Primary.Epoch)
+	}
+}
+
+// TestSwitchoverToAClusterWithoutAReplicaWaitsForOne: a preferred cluster holding no replica
+// cannot take the primary; the hub says why, and switches over once the cluster has a replica.
+func TestSwitchoverToAClusterWithoutAReplicaWaitsForOne(t *testing.T) {
+	f := newFixture(t)
+	startHub(t)
+	a, b, c := f.member("a", "r1", 100), f.member("b", "r2", 100), f.member("c", "r3", 100)
+	pp := f.policy("copies", 0, map[string]string{"app": "orders"}, nil) // Duplicated: a copy per cluster
+	pp.Spec.Placement.ClusterAffinity.ClusterNames = []string{a, b}
+	if err := f.c.Update(f.ctx, pp); err != nil {
+		t.Fatal(err)
+	}
+	f.database("orders", 1, map[string]string{"app": "orders"})
+	dbc := f.waitDatabase("orders", "a copy on a and b", func(d *dbfleetv1alpha1.DatabaseCluster) bool { return len(d.Status.Placements) == 2 })
+	f.waitMemberDatabases("orders", shares(dbc))
+	reportReady(f, "orders")
+	f.waitDatabase("orders", "available", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return hasCondition(d, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue, "")
+	})
+	old := dbc.Status.Primary
+
+	f.updateDatabase("orders", func(d *dbfleetv1alpha1.DatabaseCluster) {
+		d.Spec.Primary = &dbfleetv1alpha1.PrimarySpec{PreferredClusters: []string{c}}
+	})
+	pending := f.waitDatabase("orders", "switchover pending", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionFalse, dbfleetv1alpha1.ReasonSwitchoverPending)
+	})
+	if msg := meta.FindStatusCondition(pending.Status.Conditions, dbfleetv1alpha1.ConditionFailoverInProgress).Message; !containsAll(msg, c, "holds no replica") {
+		t.Errorf("SwitchoverPending says %q, want why %s cannot take the primary", msg, c)
+	}
+	if p := pending.Status.Primary; p.Cluster != old.Cluster || p.Epoch != old.Epoch || p.Preferred == c {
+		t.Errorf("primary %+v, want it on %s at epoch %d with the switchover to %s not recorded as done", p, old.Cluster, old.Epoch, c)
+	}
+	f.waitEvent("orders", dbfleetv1alpha1.ReasonSwitchoverPending, c, "holds no replica")
+
+	// c may now hold a copy: the switchover goes ahead, through the demotion.
+	if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(pp), pp); err != nil {
+		t.Fatal(err)
+	}
+	pp.Spec.Placement.ClusterAffinity.ClusterNames = []string{a, b, c}
+	if err := f.c.Update(f.ctx, pp); err != nil {
+		t.Fatal(err)
+	}
+	f.waitDatabase("orders", "demoting", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, dbfleetv1alpha1.ReasonDemoting)
+	})
+	var oldMDB *dbfleetv1alpha1.MemberDatabase
+	if err := framework.WaitFor(f.ctx, framework.DefaultTimeout, "old primary demoted", func(context.Context) (bool, error) {
+		oldMDB = f.memberDatabases("orders")[old.Cluster]
+		return oldMDB != nil && oldMDB.Spec.Role == dbfleetv1alpha1.RoleReplica && oldMDB.Spec.Epoch == old.Epoch+1, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.reportAsAgent(oldMDB, oldMDB.Spec.Replicas, true)
+	f.waitDatabase("orders", "switched over to "+c, func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return d.Status.Primary.Cluster == c && d.Status.Primary.Preferred == c && d.Status.Primary.Epoch == old.Epoch+1
+	})
+}
