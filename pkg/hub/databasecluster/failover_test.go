@@ -3,6 +3,7 @@ package databasecluster
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,5 +47,14 @@ func TestFailoverGatePromotesOnlyOnConfirmedSilence(t *testing.T) {
 	readErr = nil
 	if wait, reason, msg := r.failoverGate(ctx, dbc, old, "east"); wait != 0 {
 		t.Fatalf("with the silence confirmed: wait %s, reason %q (%s); want to go ahead", wait, reason, msg)
+	}
+}
+
+// Without the hub's own observations the gate cannot know when an agent has fenced: the
+// controller refuses to start rather than guess from status timestamps.
+func TestTheControllerNeedsTheLivenessObserver(t *testing.T) {
+	err := (&Reconciler{}).SetupWithManager(nil)
+	if err == nil || !strings.Contains(err.Error(), "liveness observer") {
+		t.Errorf("SetupWithManager without Liveness: %v, want a refusal naming the liveness observer", err)
 	}
 }
