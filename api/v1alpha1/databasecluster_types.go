@@ -204,8 +204,11 @@ type PrimaryStatus struct {
 	// Since is when the primary took this cluster and epoch.
 	// +optional
 	Since *metav1.Time `json:"since,omitempty"`
-	// Preferred is the first of spec.primary.preferredClusters when this primary was chosen; a
-	// change of that preference is a planned switchover.
+	// Preferred is the first of spec.primary.preferredClusters that the primary has honoured:
+	// it is set when the primary is on that cluster (or when there is no preference). While the
+	// spec's first preference differs from it, a planned switchover is asked for; it happens once
+	// that cluster can take the primary (FailoverInProgress=False, SwitchoverPending, says why
+	// meanwhile).
 	// +optional
 	Preferred string `json:"preferred,omitempty"`
 }
