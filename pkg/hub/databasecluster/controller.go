@@ -118,6 +118,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		return ctrl.Result{}, err
 	}
 	now := r.Clock.Now()
+	r.repromoteAbandonedDemotion(s, now)
 	r.repromoteFencedPrimary(s, now)
 	requeue = soonest(requeue, r.purgeEvictions(s, now))
 	propagateErr := r.propagate(ctx, s)

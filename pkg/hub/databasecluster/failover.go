@@ -132,9 +132,39 @@ func (r *Reconciler) repromoteFencedPrimary(s *scope, now time.Time) bool {
 		return false
 	}
 	since := metav1.NewTime(now)
-	dbc.Status.Primary = &dbfleetv1alpha1.PrimaryStatus{Cluster: p.Cluster, Epoch: p.Epoch + 1, Since: &since}
+	dbc.Status.Primary = &dbfleetv1alpha1.PrimaryStatus{Cluster: p.Cluster, Epoch: p.Epoch + 1, Since: &since, Preferred: p.Preferred}
 	promotions.Inc()
 	r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, ReasonRepromoted, "Promote",
 		"primary on %s fenced itself at epoch %d while cut off; promoted again at epoch %d", p.Cluster, p.Epoch, p.Epoch+1)
+	return true
+}
+
+// ReasonDemotionAbandoned is the Event raised when a planned move is dropped after the old
+// primary was already told to step down, and that primary is promoted again.
+const ReasonDemotionAbandoned = "DemotionAbandoned"
+
+// repromoteAbandonedDemotion hands a fresh epoch to a primary whose demotion was written (its
+// share at a higher epoch than status.primary's, as a replica) but whose move is no longer called
+// for: the primary's cluster came back between its Ready condition and its taints, say. Writing
+// the share back at the old epoch would be an epoch going backwards, which the agent never acts
+// on: the demoted primary would stay a replica for good. It returns whether it did.
+func (r *Reconciler) repromoteAbandonedDemotion(s *scope, now time.Time) bool {
+	dbc := s.dbc
+	p := dbc.Status.Primary
+	if s.demotion != nil || s.failover.heldReason != "" || p == nil || p.Cluster == "" {
+		return false // the move goes on
+	}
+	// On a cluster that is not Ready the move is a failover now: the share stays demoted.
+	mdb := s.memberDBs[p.Cluster]
+	if mdb == nil || mdb.Spec.Epoch <= p.Epoch || !scheduling.ClusterReady(s.members[p.Cluster]) {
+		return false
+	}
+	since := metav1.NewTime(now)
+	epoch := mdb.Spec.Epoch + 1
+	dbc.Status.Primary = &dbfleetv1alpha1.PrimaryStatus{Cluster: p.Cluster, Epoch: epoch, Since: &since, Preferred: p.Preferred}
+	promotions.Inc()
+	r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, ReasonDemotionAbandoned, "Promote",
+		"the move off %s was dropped after its primary was told to step down at epoch %d; promoted again there at epoch %d",
+		p.Cluster, mdb.Spec.Epoch, epoch)
 	return true
 }

@@ -394,19 +394,22 @@ var _ = time.Second
 // contains every part.
 func (f *fixture) waitEvent(name, reason string, parts ...string) {
 	f.t.Helper()
+	var seen []string
 	err := framework.WaitFor(f.ctx, framework.DefaultTimeout, reason+" Event", func(ctx context.Context) (bool, error) {
 		events := &eventsv1.EventList{}
 		if err := f.c.List(ctx, events, client.InNamespace(f.ns)); err != nil {
 			return false, err
 		}
+		seen = seen[:0]
 		for _, e := range events.Items {
 			if e.Regarding.Name == name && e.Reason == reason && containsAll(e.Note, parts...) {
 				return true, nil
 			}
+			seen = append(seen, e.Reason+": "+e.Note)
 		}
 		return false, nil
 	})
 	if err != nil {
-		f.t.Fatal(err)
+		f.t.Fatalf("%v; Events seen:\n%s", err, strings.Join(seen, "\n"))
 	}
 }
