@@ -306,7 +306,8 @@ func (f *fixture) renewAsAgent(cluster string, renewTime metav1.Time) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	observeRenewal(cluster, micro.Time)
+	// What the API server stored (microseconds), as the hub's Lease watch would deliver it.
+	observeRenewal(cluster, lease.Spec.RenewTime.Time)
 }
 
 // TestFailoverCanceledWhenThePrimaryClusterReturns: a failover held at the fencing gate is
