@@ -61,30 +61,6 @@ const MemberNamespacePrefix = "member-"
 // MemberNamespace returns the hub namespace holding the given cluster's MemberDatabases and Lease.
 func MemberNamespace(cluster string) string { return MemberNamespacePrefix + cluster }
 
-// Condition types of DatabaseCluster.
-const (
-	// ConditionScheduled says whether a policy matched and the placement engine found clusters.
-	ConditionScheduled = "Scheduled"
-	// ConditionPropagated says whether every chosen cluster has its MemberDatabase up to date.
-	ConditionPropagated = "Propagated"
-	// ConditionAvailable says whether the database serves: the primary is ready and enough replicas are.
-	ConditionAvailable = "Available"
-	// ConditionProgressing says whether a change is still rolling out.
-	ConditionProgressing = "Progressing"
-	// ConditionDegraded says whether some share is unhealthy; the reason names the clusters.
-	ConditionDegraded = "Degraded"
-	// ConditionFailoverInProgress says whether the primary is moving to another cluster.
-	ConditionFailoverInProgress = "FailoverInProgress"
-)
-
-// Condition types of MemberDatabase (Available, Progressing and Degraded are shared with DatabaseCluster).
-const (
-	// ConditionApplied says whether the agent applied the share to its member cluster.
-	ConditionApplied = "Applied"
-	// ConditionFenced says whether the agent fenced its primary because it lost the hub.
-	ConditionFenced = "Fenced"
-)
-
 // Condition types of MemberCluster.
 const (
 	// ConditionReady says whether the hub believes the cluster is healthy.

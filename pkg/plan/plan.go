@@ -9,15 +9,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/hub/databasecluster"
 	"github.com/dbfleet/dbfleet/pkg/placement"
+	"github.com/dbfleet/dbfleet/pkg/scheduling"
 )
 
 // Result is the plan of one DatabaseCluster: the object with the status the hub would write, and
 // what the engine decided.
 type Result struct {
 	Database *dbfleetv1alpha1.DatabaseCluster
-	Outcome  databasecluster.Outcome
+	Outcome  scheduling.Outcome
 	// Excluded lists every cluster without a share and why.
 	Excluded []placement.Exclusion
 	// Refused is what the API server would refuse in the status the hub would write (see
@@ -43,8 +43,8 @@ func Run(f *Fleet, now time.Time) []Result {
 		for _, e := range dbc.Status.Evictions {
 			avoid[e.Cluster] = e.Reason
 		}
-		out := databasecluster.Schedule(dbc, f.Policies, f.Cluster, members, now,
-			databasecluster.Options{Rebalance: true, Avoid: avoid})
+		out := scheduling.Schedule(dbc, f.Policies, f.Cluster, members, now,
+			scheduling.Options{Rebalance: true, Avoid: avoid})
 		dbc.Status.ObservedGeneration = dbc.Generation
 		r := Result{Database: dbc, Outcome: out}
 		switch {
