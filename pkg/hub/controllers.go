@@ -14,6 +14,10 @@ import (
 	"sigs.k8s.io/multicluster-runtime/providers/kubeconfig"
 )
 
+// Namespace is the hub's own namespace on the hub cluster: the leader election Lease of `hub run`
+// and the kubeconfig Secrets of Push clusters live there. `hub run` creates it when it is missing.
+const Namespace = "dbfleet-system"
+
 // Config is what hub controllers may need from the command line and from each other.
 type Config struct {
 	// PushProvider engages Push-mode member clusters; the manager was built with it.

@@ -21,16 +21,6 @@ import (
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
 )
 
-// LeaseName is the name of the agent's Lease in member-<cluster> on the hub.
-const LeaseName = "dbfleet-agent"
-
-// Reasons of the Ready condition of the agent's MemberClusterReport (the hub copies it into the
-// MemberCluster).
-const (
-	ReasonAgentReady         = "AgentReady"
-	ReasonMemberAPIUnhealthy = "MemberAPIServerUnhealthy"
-)
-
 // Heartbeat renews the agent's hub Lease and reports the member cluster's status.
 type Heartbeat struct {
 	// Cluster is the MemberCluster name.
@@ -140,7 +130,7 @@ func (h *Heartbeat) Report(ctx context.Context) error {
 
 func (h *Heartbeat) renewLease(ctx context.Context) error {
 	now := metav1.NewMicroTime(h.Clock.Now())
-	key := client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(h.Cluster), Name: LeaseName}
+	key := client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(h.Cluster), Name: dbfleetv1alpha1.AgentLeaseName}
 	if h.lease != nil {
 		lease := h.lease.DeepCopy()
 		lease.Spec.RenewTime = &now
@@ -255,7 +245,7 @@ func (h *Heartbeat) desiredStatus(ctx context.Context, st *dbfleetv1alpha1.Membe
 	version, verr := h.MemberDiscovery.ServerVersion()
 	if verr != nil {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: dbfleetv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonMemberAPIUnhealthy,
+			Type: dbfleetv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: dbfleetv1alpha1.ReasonMemberAPIServerUnhealthy,
 			Message: fmt.Sprintf("the agent cannot reach its member API server: %v", verr),
 		})
 		return nil
@@ -267,7 +257,7 @@ func (h *Heartbeat) desiredStatus(ctx context.Context, st *dbfleetv1alpha1.Membe
 	}
 	st.ResourceSummary = summary
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: dbfleetv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonAgentReady,
+		Type: dbfleetv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: dbfleetv1alpha1.ReasonAgentReady,
 		Message: "the agent and its member API server are healthy",
 	})
 	return nil

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/agent/heartbeat"
 	"github.com/dbfleet/dbfleet/pkg/hub/liveness"
 	"github.com/dbfleet/dbfleet/pkg/scheme"
 )
@@ -35,7 +34,7 @@ func TestLeaseEventsAreObservedBeforeReconcile(t *testing.T) {
 	}
 
 	clock.Step(30 * time.Second)
-	reqs := r.observeLease(context.Background(), lease(heartbeat.LeaseName, "east", clock.Now()))
+	reqs := r.observeLease(context.Background(), lease(dbfleetv1alpha1.AgentLeaseName, "east", clock.Now()))
 	if len(reqs) != 1 || reqs[0].Name != "east" {
 		t.Fatalf("an agent Lease maps to %v, want the MemberCluster east", reqs)
 	}
