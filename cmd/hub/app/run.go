@@ -188,6 +188,15 @@ func run(ctx context.Context, o *runOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.leaderElect {
+		c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+		if err != nil {
+			return fmt.Errorf("hub client: %w", err)
+		}
+		if err := ensureNamespace(ctrl.LoggerInto(ctx, log), c, o.leaderElectionNamespace); err != nil {
+			return err
+		}
+	}
 	// The local cluster is the hub; the provider engages Push-mode members.
 	provider := push.NewProvider()
 	mgr, err := mcmanager.New(cfg, provider, ctrl.Options{

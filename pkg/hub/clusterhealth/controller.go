@@ -291,6 +291,9 @@ func (r *Reconciler) judgePush(ctx context.Context, mc *dbfleetv1alpha1.MemberCl
 		if probe.Version != "" {
 			mc.Status.KubernetesVersion = probe.Version
 		}
+		if probe.Summary != nil {
+			mc.Status.ResourceSummary = probe.Summary
+		}
 	case probe.Reached:
 		setCondition(mc, dbfleetv1alpha1.ConditionReady, metav1.ConditionFalse, dbfleetv1alpha1.ReasonMemberAPIServerNotReady,
 			"the member API server answers, but its /readyz is not ok")

@@ -12,7 +12,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/hub"
+	"github.com/dbfleet/dbfleet/pkg/resourcesummary"
 )
 
 // Clusters gives the connection the hub holds to an engaged Push cluster: the kubeconfig
@@ -29,6 +31,8 @@ type Reachability struct {
 	Ready bool
 	// Version is its gitVersion, when it was ready and said.
 	Version string
+	// Summary is the member's capacity, when it was ready and its Nodes and Pods could be read.
+	Summary *dbfleetv1alpha1.ResourceSummary
 	// Err says why it is not Ready.
 	Err error
 }
@@ -42,7 +46,8 @@ type Prober struct {
 	Timeout time.Duration
 }
 
-// Probe asks the cluster's API server for /readyz and, when ready, /version.
+// Probe asks the cluster's API server for /readyz and, when ready, /version, and adds up the
+// member's capacity from its Nodes and Pods (read through the cluster's cache, as the agent does).
 func (p *Prober) Probe(ctx context.Context, name string) Reachability {
 	cl, err := p.Clusters.Get(ctx, name)
 	if err != nil {
@@ -76,6 +81,11 @@ func (p *Prober) Probe(ctx context.Context, name string) Reachability {
 		if json.Unmarshal(raw, &info) == nil {
 			r.Version = info.GitVersion
 		}
+	}
+	if summary, err := resourcesummary.Summarize(ctx, cl.GetClient()); err == nil {
+		r.Summary = summary
+	} else {
+		r.Err = fmt.Errorf("capacity of cluster %s: %w", name, err)
 	}
 	return r
 }
