@@ -188,7 +188,8 @@ func TestPushMemberStaysReadyAndGetsItsShare(t *testing.T) {
 
 	// The member's API server goes away: Unknown after the grace period, tainted unreachable.
 	if err := stopMember(); err != nil {
-		t.Fatal(err)
+		// The hub's open watches can keep kube-apiserver from a graceful stop; envtest then kills it.
+		t.Logf("the member API server did not stop gracefully: %v", err)
 	}
 	mc = f.waitMember(p, "Ready=Unknown and tainted unreachable", func(mc *dbfleetv1alpha1.MemberCluster) bool {
 		taints := healthTaints(mc, dbfleetv1alpha1.TaintClusterUnreachable)
