@@ -20,7 +20,9 @@ const Namespace = "dbfleet-system"
 
 // Config is what hub controllers may need from the command line and from each other.
 type Config struct {
-	// PushProvider engages Push-mode member clusters; the manager was built with it.
+	// PushProvider engages Push-mode member clusters; the manager was built with it. The push
+	// controller runs the member reconciler over it, and clusterhealth probes Push members'
+	// API servers through the connections it holds.
 	PushProvider *kubeconfig.Provider
 	// ClusterGracePeriod is how long the hub waits without observing a member's lease renewal
 	// before it marks the cluster Ready=Unknown.
