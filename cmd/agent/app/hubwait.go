@@ -43,10 +43,12 @@ var hubBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Ste
 // for a while): without the hub the agent's manager cannot map its kinds and would exit at once.
 // Meanwhile /healthz answers ok (the process is fine, restarting it would not help), /readyz
 // says what fails, and /metrics has dbfleet_agent_hub_reachable at 0, on the addresses the
-// manager takes over afterwards. It returns early only when ctx ends.
+// manager takes over afterwards. It returns early only when ctx ends, with ctx's error.
 func waitForHub(ctx context.Context, hubCfg *rest.Config, probeAddr, metricsAddr string) error {
 	log := ctrl.LoggerFrom(ctx)
-	disco, err := discovery.NewDiscoveryClientForConfig(rest.CopyConfig(hubCfg))
+	cfg := rest.CopyConfig(hubCfg)
+	cfg.Timeout = hubBackoff.Cap // a hub that does not answer must not hold up the next try for long
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("hub discovery client: %w", err)
 	}
@@ -83,7 +85,7 @@ func waitForHub(ctx context.Context, hubCfg *rest.Config, probeAddr, metricsAddr
 		delay := backoff.Step()
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("stopped while waiting for the hub: %w", status())
+			return fmt.Errorf("stopped while waiting for the hub (%v): %w", status(), ctx.Err())
 		case <-time.After(delay):
 		}
 		err := check()
