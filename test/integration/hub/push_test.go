@@ -145,6 +145,10 @@ func TestPushMemberStaysReadyAndGetsItsShare(t *testing.T) {
 	if !strings.HasPrefix(mc.Status.KubernetesVersion, "v1.") {
 		t.Errorf("kubernetesVersion %q, want the member's", mc.Status.KubernetesVersion)
 	}
+	mc = f.waitMember(p, "the member's capacity, from its Node", func(mc *dbfleetv1alpha1.MemberCluster) bool {
+		s := mc.Status.ResourceSummary
+		return s != nil && s.Allocatable.Cpu().Cmp(resource.MustParse("8")) == 0
+	})
 
 	// The scheduler places the whole database on the Push member, and the hub applies it there.
 	f.waitMemberDatabases("orders", map[string]int32{p: 3})
