@@ -182,8 +182,9 @@ func decidePrimary(d Decision, local Local, epoch int64) Decision {
 		d.Action = ActionRunPrimary
 		return d
 	case local.Running == status.RoleStopped:
-		// Promoted at an older epoch (or never): come up as a standby, then promote.
-		d.Action = ActionRunStandby
+		// Promoted at an older epoch (or never): come up as a standby, then promote. It follows
+		// nobody meanwhile: the primary endpoint now names this very instance.
+		d.Action, d.PrimaryEndpoint = ActionRunStandby, ""
 		return d
 	default:
 		// A standby is promoted; a primary still running from an older epoch adopts this one.
