@@ -37,6 +37,14 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	ctx = ctrl.LoggerInto(ctx, log)
+	// SIGHUP: postgres re-reads its configuration.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for sig := range hup {
+			m.Forward(sig)
+		}
+	}()
 	if err := m.Run(ctx); err != nil {
 		log.Error(err, "Instance manager failed")
 		os.Exit(1)

@@ -312,6 +312,9 @@ func (m *Manager) shutdown() {
 	m.proc.Stop(immediateAt)
 }
 
+// Forward passes sig on to postgres (SIGHUP: reload its configuration).
+func (m *Manager) Forward(sig os.Signal) { m.proc.Signal(sig) }
+
 // connectHost is the address the manager reaches its own postgres at.
 func (m *Manager) connectHost() string {
 	for _, a := range strings.Split(m.opts.ListenAddresses, ",") {
