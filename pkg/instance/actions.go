@@ -257,12 +257,14 @@ func (m *Manager) setRolesReady() {
 	m.mu.Unlock()
 }
 
-// allowWrites arms the fence timer before postgres may take a write.
+// allowWrites arms the fence timer before postgres may take a write, judging the Lease afresh:
+// the decision may be seconds old (an initdb, a clone), and the Lease renewed or lost since.
 func (m *Manager) allowWrites(d decide.Decision) error {
-	if !d.Lease.Valid {
-		return fmt.Errorf("no valid Lease at epoch %d", d.Epoch)
+	j := decide.JudgeLease(m.obs.Snapshot().Lease, decide.Holder(m.opts.Cluster, d.Epoch), time.Now())
+	if !j.Valid {
+		return fmt.Errorf("no valid Lease at epoch %d: %s", d.Epoch, j.Message)
 	}
-	m.guard.arm(d.Epoch, d.Lease)
+	m.guard.arm(d.Epoch, j)
 	return nil
 }
 

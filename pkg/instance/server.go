@@ -64,7 +64,7 @@ func (m *Manager) Status() status.Status {
 	if running == status.RoleStopped {
 		st.Ready, st.Streaming, st.LagBytes = false, false, 0
 		st.ReceivedLSN, st.ReplayedLSN, st.Timeline = "", "", 0
-		if m.fenced || d.Reason == status.ReasonFenced {
+		if m.fenced || (m.state.FencedEpoch > 0 && m.state.FencedEpoch >= m.acted) {
 			st.Role = status.RoleFenced
 		}
 	}
