@@ -158,6 +158,10 @@ func decidePrimary(d Decision, local Local, epoch int64) Decision {
 	case local.FencedEpoch >= epoch:
 		d.Reason = status.ReasonFenced
 		d.Message = fmt.Sprintf("fenced at epoch %d; waiting for a higher epoch", local.FencedEpoch)
+		if !lease.Valid && lease.Reason != "" {
+			// Keep saying why (a skewed clock, a lost Lease): the fence alone does not.
+			d.Reason, d.Message = lease.Reason, d.Message+": "+lease.Message
+		}
 		if local.Running != status.RoleStopped {
 			d.Action, d.FencedEpoch = ActionFence, local.FencedEpoch
 		}

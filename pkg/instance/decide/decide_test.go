@@ -98,6 +98,8 @@ func TestDecide(t *testing.T) {
 			local: Local{HasData: true, PromotedEpoch: 3, Running: status.RolePrimary}, action: ActionFence, reason: status.ReasonPodRoleFenced, epoch: 3, fenced: 3},
 		{name: "fenced stays fenced under a renewed Lease at the same epoch", pod: primary(3), lease: valid("east/3"),
 			local: Local{HasData: true, PromotedEpoch: 3, FencedEpoch: 3, Running: status.RoleStopped}, action: ActionNone, reason: status.ReasonFenced, epoch: 3},
+		{name: "fenced under a skewed Lease says ClockSkew", pod: primary(3), lease: lease("east/3", -time.Hour, 15*time.Second),
+			local: Local{HasData: true, PromotedEpoch: 3, FencedEpoch: 3, Running: status.RoleStopped}, action: ActionNone, reason: status.ReasonClockSkew, epoch: 3},
 		{name: "fenced follows as a standby at a higher epoch", pod: replica(4, "10.0.0.2:5432"), lease: valid("west/4"),
 			local: Local{HasData: true, PromotedEpoch: 3, FencedEpoch: 3, Running: status.RoleStopped}, action: ActionRunStandby, epoch: 4},
 		{name: "fenced is primary again at a higher epoch, through a standby", pod: primary(5), lease: valid("east/5"),
