@@ -52,6 +52,7 @@ func (m *Manager) serve(ctx context.Context) (*http.Server, error) {
 
 // Status is what /status reports now.
 func (m *Manager) Status() status.Status {
+	lease := m.obs.Snapshot().Lease
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := m.server
@@ -73,6 +74,9 @@ func (m *Manager) Status() status.Status {
 	}
 	if running == status.RolePrimary && d.Lease.Valid {
 		st.LeaseDeadline = d.Lease.WritableUntil.UTC().Format(time.RFC3339Nano)
+	}
+	if lease.Exists && !lease.RenewTime.IsZero() {
+		st.LeaseRenewTime = lease.RenewTime.UTC().Format(time.RFC3339Nano)
 	}
 	st.Reason, st.Message = d.Reason, d.Message
 	if m.errReason != "" {

@@ -86,6 +86,9 @@ type Status struct {
 	// LeaseDeadline is the last time (RFC 3339, this instance's clock) until which it may take
 	// writes: the Lease's renewTime + leaseDurationSeconds - fenceSafety.
 	LeaseDeadline string `json:"leaseDeadline,omitempty"`
+	// LeaseRenewTime is the primary Lease's renewTime as last read (RFC 3339; empty when the
+	// Lease was never read or is absent): when the API server is out of reach, it stops moving.
+	LeaseRenewTime string `json:"leaseRenewTime,omitempty"`
 	// Reason and Message explain the role when it is not what was asked for.
 	Reason  Reason `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`

@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
@@ -105,6 +106,12 @@ func (p *proc) dataDir() string  { return filepath.Join(p.volume, instance.DataD
 // kubeconfig whose user may only get its Pod and the primary Lease.
 func newProc(ctx context.Context, t *testing.T, pod, namespace, cluster string) *proc {
 	t.Helper()
+	return newProcVia(ctx, t, pod, namespace, cluster, nil)
+}
+
+// newProcVia is newProc with the instance reaching the API server through proxy (nil: directly).
+func newProcVia(ctx context.Context, t *testing.T, pod, namespace, cluster string, proxy *framework.Proxy) *proc {
+	t.Helper()
 	p := &proc{pod: pod, namespace: namespace, cluster: cluster, pgPort: freePort(t), httpPort: freePort(t),
 		volume:  volume(t),
 		secrets: [3]string{writeSecret(t, superuser), writeSecret(t, replication), writeSecret(t, app)}}
@@ -113,6 +120,18 @@ func newProc(ctx context.Context, t *testing.T, pod, namespace, cluster string) 
 	kc, err := member.Kubeconfig(user)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if proxy != nil {
+		cfg, err := clientcmd.Load(kc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cfg.Clusters {
+			c.Server = "https://" + proxy.Addr()
+		}
+		if kc, err = clientcmd.Write(*cfg); err != nil {
+			t.Fatal(err)
+		}
 	}
 	p.kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(p.kubeconfig, kc, 0o600); err != nil {

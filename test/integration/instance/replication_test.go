@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -31,7 +32,13 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 	createNamespace(ctx, t, "east")
 	createNamespace(ctx, t, "west")
 
-	east := newProc(ctx, t, "east-0", "east", "east")
+	// east-0 reaches the API server through a proxy that the fencing step cuts.
+	proxy, err := framework.StartProxy(strings.TrimPrefix(member.Config.Host, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	east := newProcVia(ctx, t, "east-0", "east", "east", proxy)
 	west := newProc(ctx, t, "west-1", "west", "west")
 	createPod(ctx, t, "east", east.pod, decide.PodRolePrimary, 1, east.endpoint(), west.pod)
 	createPod(ctx, t, "west", west.pod, decide.PodRoleReplica, 1, east.endpoint(), "")
@@ -156,12 +163,16 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 		waitRows(ctx, t, west, 300)
 	})
 
-	t.Run("old primary fences before its Lease runs out", func(t *testing.T) {
+	var lastRenewed time.Time
+	t.Run("old primary, cut from its API server, fences before its Lease runs out", func(t *testing.T) {
 		w := startWriter(ctx, t, east)
 		waitWrites(t, w, 10)
 		eastLease.stop() // the agent stops renewing: it lost the hub
 		lease := getLease(ctx, t, "east")
-		expiry := lease.Spec.RenewTime.Add(time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second)
+		lastRenewed = lease.Spec.RenewTime.Time
+		expiry := lastRenewed.Add(time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second)
+		// And east-0 cannot read the API server any more: it fences at the last deadline it knew.
+		proxy.Partition()
 		east.waitStatus(ctx, t, "fenced", func(s status.Status) bool { return s.Role == status.RoleFenced })
 		w.stop()
 		last, n := w.lastSuccess()
@@ -199,6 +210,26 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 		}
 		if s, _ := east.status(ctx); s.Role != status.RoleFenced {
 			t.Fatalf("east-0 is %s, want still fenced", s.Role)
+		}
+	})
+
+	t.Run("old primary stays fenced when its Lease is renewed again at its epoch", func(t *testing.T) {
+		// east's agent comes back and renews at epoch 1; east-0 sees the API server again.
+		renew(t, "east", decide.Holder("east", 1))
+		proxy.Heal()
+		st := east.waitStatus(ctx, t, "seeing the renewed Lease", func(s status.Status) bool {
+			seen, err := time.Parse(time.RFC3339Nano, s.LeaseRenewTime)
+			return err == nil && seen.After(lastRenewed)
+		})
+		if st.Role != status.RoleFenced {
+			t.Fatalf("east-0 under a renewed Lease at epoch 1 is %s, want fenced until a higher epoch", st.Role)
+		}
+		if conn, err := east.connect(ctx, app, app.password); err == nil {
+			_, err = conn.Exec(ctx, "INSERT INTO rows VALUES (-3)")
+			_ = conn.Close(ctx)
+			if err == nil {
+				t.Fatal("the fenced primary took a write under a renewed Lease at its old epoch")
+			}
 		}
 	})
 
@@ -266,6 +297,11 @@ func startWriter(ctx context.Context, t *testing.T, p *proc) *writer {
 			if conn == nil {
 				c, err := p.connect(ctx, app, app.password)
 				if err != nil {
+					// Pace reconnection attempts to a server that is down.
+					select {
+					case <-ctx.Done():
+					case <-time.After(20 * time.Millisecond):
+					}
 					continue
 				}
 				conn = c
