@@ -260,12 +260,17 @@ func (m *Manager) setRolesReady() {
 // allowWrites arms the fence timer before postgres may take a write, judging the Lease afresh:
 // the decision may be seconds old (an initdb, a clone), and the Lease renewed or lost since.
 func (m *Manager) allowWrites(d decide.Decision) error {
-	j := decide.JudgeLease(m.obs.Snapshot().Lease, decide.Holder(m.opts.Cluster, d.Epoch), time.Now())
+	j := m.judgeLease(d.Epoch)
 	if !j.Valid {
 		return fmt.Errorf("no valid Lease at epoch %d: %s", d.Epoch, j.Message)
 	}
 	m.guard.arm(d.Epoch, j)
 	return nil
+}
+
+// judgeLease judges the Lease as last read for epoch, now.
+func (m *Manager) judgeLease(epoch int64) decide.LeaseJudgement {
+	return decide.JudgeLease(m.obs.Snapshot().Lease, decide.Holder(m.opts.Cluster, epoch), time.Now())
 }
 
 // start starts postgres as mode, unless the instance fenced itself at epoch meanwhile (the
@@ -287,6 +292,7 @@ func (m *Manager) start(mode status.Role, epoch int64) error {
 		return err
 	}
 	m.mode, m.fenced, m.rolesReady = mode, false, false
+	m.server = status.Status{} // nothing read from this postmaster yet
 	m.log.Info("Started postgres", "as", mode, "epoch", epoch)
 	return nil
 }

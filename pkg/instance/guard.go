@@ -15,6 +15,7 @@ type guard struct {
 
 	mu            sync.Mutex
 	timer         *time.Timer
+	generation    int
 	epoch         int64
 	fenceAt       time.Time
 	writableUntil time.Time
@@ -31,8 +32,17 @@ func (g *guard) arm(epoch int64, j decide.LeaseJudgement) {
 		g.timer.Stop()
 	}
 	g.epoch, g.fenceAt, g.writableUntil = epoch, j.FenceAt, j.WritableUntil
-	writableUntil := j.WritableUntil
-	g.timer = time.AfterFunc(time.Until(j.FenceAt), func() { g.fire(epoch, writableUntil) })
+	g.generation++
+	generation, writableUntil := g.generation, j.WritableUntil
+	g.timer = time.AfterFunc(time.Until(j.FenceAt), func() {
+		// A timer that fired while being replaced by a later deadline is not the deadline.
+		g.mu.Lock()
+		current := g.generation == generation && g.timer != nil
+		g.mu.Unlock()
+		if current {
+			g.fire(epoch, writableUntil)
+		}
+	})
 }
 
 // disarm stops the timer (postgres no longer runs as primary).

@@ -277,8 +277,10 @@ func (m *Manager) step(ctx context.Context) {
 		m.setError("", nil)
 	}
 	if m.running() == status.RolePrimary {
-		if d.Lease.Valid {
-			m.guard.arm(d.Epoch, d.Lease)
+		// Afresh: the action may have taken seconds, and the Lease been renewed meanwhile. An
+		// invalid Lease leaves the guard at its deadline (and the next step fences).
+		if j := m.judgeLease(d.Epoch); j.Valid {
+			m.guard.arm(d.Epoch, j)
 		}
 	} else {
 		m.guard.disarm()

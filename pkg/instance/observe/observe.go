@@ -84,9 +84,16 @@ func (o *Observer) Run(ctx context.Context) {
 	_ = o.Changed()
 	t := time.NewTicker(o.Interval)
 	defer t.Stop()
+	var lastErr string
 	for {
-		if err := o.read(ctx); err != nil && ctx.Err() == nil {
-			log.V(1).Info("Reading the Pod or the primary Lease failed", "err", err.Error())
+		err := o.read(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil && err.Error() != lastErr:
+			log.Info("Reading the Pod or the primary Lease failed; keeping what was last read", "err", err.Error())
+			lastErr = err.Error()
+		case err == nil && lastErr != "":
+			log.Info("Reading the Pod and the primary Lease again")
+			lastErr = ""
 		}
 		select {
 		case <-ctx.Done():

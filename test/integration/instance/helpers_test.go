@@ -37,7 +37,7 @@ const (
 	database = "db"
 	// leaseDuration is the primary Leases' leaseDurationSeconds (the agent uses fenceAfter).
 	leaseDuration = 6 * time.Second
-	waitTimeout   = 90 * time.Second
+	waitTimeout   = 60 * time.Second
 )
 
 // The Secrets, as the hub creates them and the agent mounts them.

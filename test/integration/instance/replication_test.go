@@ -3,9 +3,9 @@ package instance
 import (
 	"context"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -33,7 +33,11 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 	createNamespace(ctx, t, "west")
 
 	// east-0 reaches the API server through a proxy that the fencing step cuts.
-	proxy, err := framework.StartProxy(strings.TrimPrefix(member.Config.Host, "https://"))
+	apiServer, err := url.Parse(member.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := framework.StartProxy(apiServer.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +49,19 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 	eastLease := renew(t, "east", decide.Holder("east", 1))
 	var westLease *renewer
 
+	// Each step builds on the last: stop at the first that fails.
+	step := func(name string, f func(t *testing.T)) {
+		if !t.Run(name, f) {
+			t.FailNow()
+		}
+	}
 	var appConn *pgx.Conn
-	t.Run("first primary bootstraps and takes writes", func(t *testing.T) {
+	t.Cleanup(func() {
+		if appConn != nil {
+			_ = appConn.Close(ctx)
+		}
+	})
+	step("first primary bootstraps and takes writes", func(t *testing.T) {
 		east.start(t)
 		st := east.waitStatus(ctx, t, "primary and ready", func(s status.Status) bool { return s.Role == status.RolePrimary && s.Ready })
 		if st.Epoch != 1 || st.Timeline != 1 || st.SystemIdentifier == "" {
@@ -59,7 +74,6 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 		if appConn, err = east.connect(ctx, app, app.password); err != nil {
 			t.Fatalf("connect as the app role: %v", err)
 		}
-		t.Cleanup(func() { _ = appConn.Close(ctx) })
 		var owner string
 		if err := appConn.QueryRow(ctx, "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = current_database()").Scan(&owner); err != nil || owner != app.username {
 			t.Fatalf("owner of database %s = %q (%v), want %q", app.dbname, owner, err, app.username)
@@ -76,7 +90,7 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 		}
 	})
 
-	t.Run("wrong password is refused", func(t *testing.T) {
+	step("wrong password is refused", func(t *testing.T) {
 		for _, s := range []secret{app, superuser} {
 			conn, err := east.connect(ctx, s, "not-"+s.password)
 			if err == nil {
@@ -90,7 +104,7 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 		}
 	})
 
-	t.Run("standby clones, streams and receives rows", func(t *testing.T) {
+	step("standby clones, streams and receives rows", func(t *testing.T) {
 		west.start(t)
 		st := west.waitStatus(ctx, t, "streaming standby", func(s status.Status) bool { return s.Role == status.RoleStandby && s.Ready && s.Streaming })
 		primary, _ := east.status(ctx)
@@ -125,7 +139,7 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 		}
 	})
 
-	t.Run("data directory of another database is refused and kept", func(t *testing.T) {
+	step("data directory of another database is refused and kept", func(t *testing.T) {
 		other := newProc(ctx, t, "west-2", "west", "west")
 		initdbElsewhere(t, other.dataDir())
 		createPod(ctx, t, "west", other.pod, decide.PodRoleReplica, 1, east.endpoint(), "")
@@ -138,7 +152,7 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 		}
 	})
 
-	t.Run("crashed standby restarts in place without a re-clone", func(t *testing.T) {
+	step("crashed standby restarts in place without a re-clone", func(t *testing.T) {
 		marker := filepath.Join(west.dataDir(), "test-marker")
 		if err := os.WriteFile(marker, nil, 0o600); err != nil {
 			t.Fatal(err)
@@ -164,7 +178,7 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 	})
 
 	var lastRenewed time.Time
-	t.Run("old primary, cut from its API server, fences before its Lease runs out", func(t *testing.T) {
+	step("old primary, cut from its API server, fences before its Lease runs out", func(t *testing.T) {
 		w := startWriter(ctx, t, east)
 		waitWrites(t, w, 10)
 		eastLease.stop() // the agent stops renewing: it lost the hub
@@ -189,7 +203,7 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 		}
 	})
 
-	t.Run("standby promoted at epoch 2 takes writes", func(t *testing.T) {
+	step("standby promoted at epoch 2 takes writes", func(t *testing.T) {
 		setPod(ctx, t, "west", west.pod, decide.PodRolePrimary, 2, west.endpoint(), "")
 		westLease = renew(t, "west", decide.Holder("west", 2))
 		st := west.waitStatus(ctx, t, "primary and ready", func(s status.Status) bool { return s.Role == status.RolePrimary && s.Ready })
@@ -213,7 +227,7 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 		}
 	})
 
-	t.Run("old primary stays fenced when its Lease is renewed again at its epoch", func(t *testing.T) {
+	step("old primary stays fenced when its Lease is renewed again at its epoch", func(t *testing.T) {
 		// east's agent comes back and renews at epoch 1; east-0 sees the API server again.
 		renew(t, "east", decide.Holder("east", 1))
 		proxy.Heal()
@@ -233,7 +247,7 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 		}
 	})
 
-	t.Run("renewTime far in the future fences with ClockSkew", func(t *testing.T) {
+	step("renewTime far in the future fences with ClockSkew", func(t *testing.T) {
 		// The west agent's clock runs an hour ahead.
 		if westLease == nil {
 			t.Fatal("west-1 was not promoted")
@@ -260,13 +274,13 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 
 func waitRows(ctx context.Context, t *testing.T, p *proc, want int) {
 	t.Helper()
-	conn, err := p.connect(ctx, app, app.password)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
 	var n int
 	p.waitStatus(ctx, t, "has every row", func(status.Status) bool {
+		conn, err := p.connect(ctx, app, app.password)
+		if err != nil {
+			return false
+		}
+		defer conn.Close(ctx)
 		return conn.QueryRow(ctx, "SELECT count(*) FROM rows").Scan(&n) == nil && n == want
 	})
 }
