@@ -284,12 +284,13 @@ func (m *Manager) start(mode status.Role, epoch int64) error {
 	if time.Since(m.lastStart) < restartBackoff {
 		return errBackoff
 	}
-	if !m.lastStart.IsZero() {
-		m.restarts++
-	}
+	crashed := m.proc.Crashed()
 	m.lastStart = time.Now()
 	if err := m.proc.Start(); err != nil {
 		return err
+	}
+	if crashed {
+		m.restarts++
 	}
 	m.mode, m.fenced, m.rolesReady = mode, false, false
 	m.server = status.Status{} // nothing read from this postmaster yet

@@ -65,7 +65,7 @@ type Manager struct {
 	lastStart  time.Time
 	failed     decide.Action // the action that failed last, retried after retryAt
 	retryAt    time.Time
-	restarts   int
+	restarts   int // postgres started again after it exited on its own (a crash)
 	slotsSync  time.Time
 	server     status.Status // the last reading of the server, see server.go
 	mismatch   mismatchCheck

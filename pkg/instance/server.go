@@ -59,6 +59,7 @@ func (m *Manager) Status() status.Status {
 	st.Pod = m.opts.PodName
 	st.Epoch = m.acted
 	st.PromotedEpoch = m.state.PromotedEpoch
+	st.Restarts = m.restarts
 	running := m.runningLocked()
 	st.Role = running
 	d := m.decision

@@ -22,6 +22,14 @@ type Process struct {
 	proc    *os.Process
 	done    chan struct{}
 	exitErr error
+	stopped bool // Stop was called for the current postmaster
+}
+
+// Crashed says whether the last postmaster exited without Stop being called.
+func (p *Process) Crashed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done != nil && !p.runningLocked() && !p.stopped
 }
 
 // ErrRunning is returned by Start while the postmaster runs.
@@ -42,7 +50,7 @@ func (p *Process) Start() error {
 		return fmt.Errorf("start postgres -D %s: %w", p.DataDir, err)
 	}
 	done := make(chan struct{})
-	p.proc, p.done, p.exitErr = cmd.Process, done, nil
+	p.proc, p.done, p.exitErr, p.stopped = cmd.Process, done, nil, false
 	go func() {
 		err := cmd.Wait()
 		p.mu.Lock()
@@ -86,6 +94,9 @@ func (p *Process) Stop(immediateAt time.Time) {
 	p.mu.Lock()
 	proc, done := p.proc, p.done
 	running := p.runningLocked()
+	if running {
+		p.stopped = true
+	}
 	p.mu.Unlock()
 	if !running {
 		return

@@ -86,6 +86,8 @@ type Status struct {
 	// LeaseDeadline is the last time (RFC 3339, this instance's clock) until which it may take
 	// writes: the Lease's renewTime + leaseDurationSeconds - fenceSafety.
 	LeaseDeadline string `json:"leaseDeadline,omitempty"`
+	// Restarts counts the times the manager started postgres again in place (after a crash).
+	Restarts int `json:"restarts,omitempty"`
 	// LeaseRenewTime is the primary Lease's renewTime as last read (RFC 3339; empty when the
 	// Lease was never read or is absent): when the API server is out of reach, it stops moving.
 	LeaseRenewTime string `json:"leaseRenewTime,omitempty"`

@@ -31,6 +31,7 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(ctx, t, "east")
 	createNamespace(ctx, t, "west")
+	createNamespace(ctx, t, "south")
 
 	// east-0 reaches the API server through a proxy that the fencing step cuts.
 	apiServer, err := url.Parse(member.Config.Host)
@@ -44,8 +45,10 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 	t.Cleanup(proxy.Close)
 	east := newProcVia(ctx, t, "east-0", "east", "east", proxy)
 	west := newProc(ctx, t, "west-1", "west", "west")
-	createPod(ctx, t, "east", east.pod, decide.PodRolePrimary, 1, east.endpoint(), west.pod)
+	south := newProc(ctx, t, "south-3", "south", "south")
+	createPod(ctx, t, "east", east.pod, decide.PodRolePrimary, 1, east.endpoint(), west.pod+","+south.pod)
 	createPod(ctx, t, "west", west.pod, decide.PodRoleReplica, 1, east.endpoint(), "")
+	createPod(ctx, t, "south", south.pod, decide.PodRoleReplica, 1, east.endpoint(), "")
 	eastLease := renew(t, "east", decide.Holder("east", 1))
 	var westLease *renewer
 
@@ -139,6 +142,12 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 		}
 	})
 
+	step("a second standby clones and streams", func(t *testing.T) {
+		south.start(t)
+		south.waitStatus(ctx, t, "streaming standby", func(s status.Status) bool { return s.Role == status.RoleStandby && s.Streaming })
+		waitRows(ctx, t, south, 200)
+	})
+
 	step("data directory of another database is refused and kept", func(t *testing.T) {
 		other := newProc(ctx, t, "west-2", "west", "west")
 		initdbElsewhere(t, other.dataDir())
@@ -164,10 +173,13 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		west.waitStatus(ctx, t, "streaming again under a new postmaster", func(s status.Status) bool {
+		st := west.waitStatus(ctx, t, "streaming again under a new postmaster", func(s status.Status) bool {
 			newPID, err := west.postmasterPID()
 			return err == nil && newPID != pid && s.Role == status.RoleStandby && s.Streaming
 		})
+		if st.Restarts != 1 {
+			t.Errorf("status restarts = %d, want 1", st.Restarts)
+		}
 		if _, err := os.Stat(marker); err != nil {
 			t.Fatalf("the data directory was replaced (re-cloned): %v", err)
 		}
@@ -204,7 +216,7 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 	})
 
 	step("standby promoted at epoch 2 takes writes", func(t *testing.T) {
-		setPod(ctx, t, "west", west.pod, decide.PodRolePrimary, 2, west.endpoint(), "")
+		setPod(ctx, t, "west", west.pod, decide.PodRolePrimary, 2, west.endpoint(), south.pod)
 		westLease = renew(t, "west", decide.Holder("west", 2))
 		st := west.waitStatus(ctx, t, "primary and ready", func(s status.Status) bool { return s.Role == status.RolePrimary && s.Ready })
 		if st.Epoch != 2 || st.PromotedEpoch != 2 || st.Timeline != 2 {
@@ -224,6 +236,28 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 		}
 		if s, _ := east.status(ctx); s.Role != status.RoleFenced {
 			t.Fatalf("east-0 is %s, want still fenced", s.Role)
+		}
+	})
+
+	step("a standby re-points to the new primary without a restart", func(t *testing.T) {
+		pid, err := south.postmasterPID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		setPod(ctx, t, "south", south.pod, decide.PodRoleReplica, 2, west.endpoint(), "")
+		super, err := west.connect(ctx, superuser, superuser.password)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer super.Close(ctx)
+		south.waitStatus(ctx, t, "streaming from the new primary", func(s status.Status) bool {
+			var state string
+			err := super.QueryRow(ctx, "SELECT state FROM pg_stat_replication WHERE application_name = $1", south.pod).Scan(&state)
+			return err == nil && state == "streaming" && s.Streaming && s.Timeline == 2
+		})
+		waitSameRows(ctx, t, west, south)
+		if now, err := south.postmasterPID(); err != nil || now != pid {
+			t.Fatalf("south-3's postmaster is %d (%v), was %d: re-pointing restarted postgres", now, err, pid)
 		}
 	})
 
@@ -283,6 +317,21 @@ func waitRows(ctx context.Context, t *testing.T, p *proc, want int) {
 		defer conn.Close(ctx)
 		return conn.QueryRow(ctx, "SELECT count(*) FROM rows").Scan(&n) == nil && n == want
 	})
+}
+
+// waitSameRows waits until standby has as many rows as primary has now.
+func waitSameRows(ctx context.Context, t *testing.T, primary, standby *proc) {
+	t.Helper()
+	conn, err := primary.connect(ctx, app, app.password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM rows").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	waitRows(ctx, t, standby, n)
 }
 
 // writer inserts rows into one instance as fast as it can, noting when each was acknowledged.
