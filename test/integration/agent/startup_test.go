@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os/exec"
@@ -22,17 +21,19 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/test/framework"
+	"github.com/dbfleet/dbfleet/test/framework/process"
 )
 
-// listenPort is a 127.0.0.1 port nothing listens on right now, for a process's bind address.
-func listenPort(t *testing.T) int {
+// reservePort holds a 127.0.0.1 port for a process's bind address until the caller releases it,
+// right before the process starts.
+func reservePort(t *testing.T) *process.Port {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := process.ReservePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Cleanup(p.Release)
+	return p
 }
 
 // writeKubeconfig writes kubeconfig to dir/name, its server replaced by server when given.
@@ -89,7 +90,8 @@ func TestAgentWaitsForTheHub(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	probePort, metricsPort := listenPort(t), listenPort(t)
+	probe, metrics := reservePort(t), reservePort(t)
+	probePort, metricsPort := probe.Number(), metrics.Number()
 	var logs bytes.Buffer
 	cmd := exec.Command(filepath.Join(dir, "agent"),
 		"--hub-kubeconfig", writeKubeconfig(t, dir, "hub.kubeconfig", hubKubeconfig, "https://"+proxy.Addr()),
@@ -98,6 +100,8 @@ func TestAgentWaitsForTheHub(t *testing.T) {
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort))
 	cmd.Stdout, cmd.Stderr = &logs, &logs
+	probe.Release()
+	metrics.Release()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
