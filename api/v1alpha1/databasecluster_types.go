@@ -207,10 +207,11 @@ type PrimaryStatus struct {
 	// +optional
 	Since *metav1.Time `json:"since,omitempty"`
 	// Preferred is the first of spec.primary.preferredClusters that the primary has honoured:
-	// it is set when the primary is on that cluster (or when there is no preference). While the
-	// spec's first preference differs from it, a planned switchover is asked for; it happens once
-	// that cluster can take the primary (FailoverInProgress=False, SwitchoverPending, says why
-	// meanwhile).
+	// it is set when the primary is on that cluster (or when there is no preference), and a
+	// failover away from that cluster keeps it, so the primary does not move back on its own
+	// when the cluster returns. While the spec's first preference differs from it, a planned
+	// switchover is asked for; it happens once that cluster can take the primary
+	// (FailoverInProgress=False, SwitchoverPending, says why meanwhile).
 	// +optional
 	Preferred string `json:"preferred,omitempty"`
 }

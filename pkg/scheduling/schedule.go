@@ -248,8 +248,14 @@ func applyDecision(dbc *dbfleetv1alpha1.DatabaseCluster, d placement.Decision, n
 			epoch = dbc.Status.Primary.Epoch + 1
 			out.PrimaryFrom = dbc.Status.Primary.Cluster
 		}
+		// The preference acted on so far carries over: a failover away from the preferred
+		// cluster does not ask for a switchover back to it when it returns.
+		preferred := ""
+		if dbc.Status.Primary != nil {
+			preferred = dbc.Status.Primary.Preferred
+		}
 		since := metav1.NewTime(now)
-		dbc.Status.Primary = &dbfleetv1alpha1.PrimaryStatus{Cluster: d.Primary, Epoch: epoch, Since: &since}
+		dbc.Status.Primary = &dbfleetv1alpha1.PrimaryStatus{Cluster: d.Primary, Epoch: epoch, Since: &since, Preferred: preferred}
 		out.PrimaryMoved = true
 	}
 	setScheduled(dbc, metav1.ConditionTrue, dbfleetv1alpha1.ReasonScheduled, scheduledMessage(d))

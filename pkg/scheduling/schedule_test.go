@@ -312,6 +312,40 @@ func TestASwitchoverThatCannotHappenStaysAskedFor(t *testing.T) {
 	}
 }
 
+// A failover away from the preferred cluster is not a new preference: when that cluster returns,
+// the primary stays where the failover put it (an automatic switch back would be a surprise move
+// of the primary, and flapping under an unstable cluster). Only a change of
+// spec.primary.preferredClusters asks for a switchover.
+func TestAFailoverDoesNotSwitchBackToThePreferredCluster(t *testing.T) {
+	members := fleet("east", "west", "central")
+	pps := staticPolicy(map[string]int64{"east": 1, "west": 1, "central": 1}, nil)
+	dbc := newDB(3)
+	dbc.Spec.Primary = &dbfleetv1alpha1.PrimarySpec{PreferredClusters: []string{"east"}}
+	Schedule(dbc, pps, nil, members, t0, Options{})
+	if p := dbc.Status.Primary; p == nil || p.Cluster != "east" || p.Preferred != "east" {
+		t.Fatalf("first primary %+v, want east, preferred east", p)
+	}
+	unreachableSince(members["east"], t0)
+	Schedule(dbc, pps, nil, members, t0.Add(11*time.Second), Options{})
+	failedOver := *dbc.Status.Primary
+	if failedOver.Cluster == "east" || failedOver.Epoch != 2 {
+		t.Fatalf("after east was lost: primary %+v, want another cluster at epoch 2", failedOver)
+	}
+	// east returns, with a share again (a rebalance gives it one).
+	members = fleet("east", "west", "central")
+	dbc.Status.Evictions = nil
+	dbc.Annotations = map[string]string{dbfleetv1alpha1.AnnotationRebalance: "now"}
+	for i := range 2 {
+		out := Schedule(dbc, pps, nil, members, t0.Add(time.Duration(i+1)*time.Minute), Options{})
+		if out.PendingSwitchover != "" || out.PrimaryMoved {
+			t.Errorf("pass %d: pending %q, moved %v: a returning preferred cluster asked for a switchover", i, out.PendingSwitchover, out.PrimaryMoved)
+		}
+		if p := dbc.Status.Primary; p.Cluster != failedOver.Cluster || p.Epoch != failedOver.Epoch {
+			t.Errorf("pass %d: primary %+v, want it to stay %s at epoch %d", i, p, failedOver.Cluster, failedOver.Epoch)
+		}
+	}
+}
+
 // Scheduling counts what an outcome would evict, and records no metric itself: the hub counts
 // once it adopts the outcome, `hub plan` never.
 func TestOutcomeCountsEvictionsByReason(t *testing.T) {
