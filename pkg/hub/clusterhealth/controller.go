@@ -173,7 +173,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	now := r.Clock.Now()
-	if last := r.Observer.LastObserved(mc.Name); !last.IsZero() {
+	if last := r.Observer.LastObserved(mc.Name); !last.IsZero() && !j.awaitingRenewal {
 		// The wall time of the observation, for people; written when it moved by more than
 		// StatusInterval (or with another change), not on every renewal: the Lease is the
 		// fine-grained signal.
@@ -210,6 +210,9 @@ type judgement struct {
 	reason, detail string
 	// recheck is when to look again (zero: only on the next watch event).
 	recheck time.Duration
+	// awaitingRenewal is set when the cluster stays Ready=Unknown, as an earlier hub left it,
+	// until this hub sees its agent renew: what the hub observed so far is no heartbeat.
+	awaitingRenewal bool
 }
 
 // judgeAgent judges a Pull cluster by its agent's Lease renewals and copies its report.
@@ -227,6 +230,15 @@ func (r *Reconciler) judgeAgent(ctx context.Context, mc *dbfleetv1alpha1.MemberC
 	}
 	j := judgement{silent: silent, expired: silent > r.GracePeriod, reason: dbfleetv1alpha1.ReasonAgentLeaseExpired,
 		detail: fmt.Sprintf("no lease renewal observed for %s", silent.Round(time.Second))}
+	if !j.expired && !r.Observer.Renewed(mc.Name) &&
+		meta.IsStatusConditionPresentAndEqual(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady, metav1.ConditionUnknown) {
+		// A hub that (re)started finds the Lease of a cluster an earlier hub marked lost as its agent
+		// last renewed it: that is no renewal. Judged alive from it, the cluster would be Ready and
+		// untainted for a grace period, restarting its toleration and letting a failover under way
+		// demote and promote again (each time at a new epoch). It stays lost until this hub sees
+		// its agent renew.
+		j.expired, j.awaitingRenewal = true, true
+	}
 	if err := r.copyReport(ctx, mc, j.expired); err != nil {
 		return judgement{}, err
 	}

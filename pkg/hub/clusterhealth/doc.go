@@ -6,7 +6,9 @@
 // MemberClusterReport (member-<cluster>/<cluster>: settings, version, capacity, the member's
 // health) into the MemberCluster's status. A cluster not seen renewing for the grace period is
 // Ready=Unknown (AgentLeaseExpired); a cluster whose agent reports its member API server
-// unhealthy is Ready=False.
+// unhealthy is Ready=False. A hub that starts counts silence from its own start, and keeps a
+// cluster an earlier hub left Ready=Unknown so until it sees a renewal (liveness.Observer.Renewed):
+// the Lease it lists at start is the agent's last renewal, not a sign of life.
 //
 // A Push cluster has no agent: the hub probes its API server itself (push.Prober, through the
 // connection the kubeconfig provider engaged) every quarter of the grace period, with as long a

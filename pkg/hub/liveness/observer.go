@@ -37,6 +37,9 @@ type Observer struct {
 type observation struct {
 	renewTime  time.Time // the agent's value, compared only with itself
 	observedAt time.Time // the hub's clock
+	// first is set while renewTime is the first value this hub saw (its start-up list of the
+	// Leases, say): a value found, not a renewal seen, which says nothing of the agent being alive.
+	first bool
 }
 
 // confirmation is a silence the API server confirmed: no renewal after the one observed at since
@@ -65,8 +68,18 @@ func (o *Observer) Observe(cluster string, renewTime time.Time) {
 	if ok && prev.renewTime.Equal(renewTime) {
 		return
 	}
-	o.seen[cluster] = observation{renewTime: renewTime, observedAt: o.clock.Now()}
+	o.seen[cluster] = observation{renewTime: renewTime, observedAt: o.clock.Now(), first: !ok}
 	delete(o.joined, cluster)
+}
+
+// Renewed reports whether this hub has seen the cluster's Lease renewed: its renew time changed
+// after the first value the hub saw. A hub that starts finds each Lease as its agent last renewed
+// it, perhaps long ago: that first value is no sign of life.
+func (o *Observer) Renewed(cluster string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	obs, ok := o.seen[cluster]
+	return ok && !obs.first
 }
 
 // Known records that the hub knows the cluster (its MemberCluster exists). A cluster never seen

@@ -123,3 +123,31 @@ func TestASilenceIsConfirmedAgainstTheAPIServer(t *testing.T) {
 		t.Errorf("no Lease: silent %s, err %v; want %s, no error", silent, err, grace)
 	}
 }
+
+// The first renew time the hub sees (its start-up list) is not a renewal; a changed one is, and
+// the same value delivered again is not; a forgotten cluster starts over.
+func TestOnlyAChangedRenewTimeIsARenewal(t *testing.T) {
+	clock := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	o := NewObserver(clock)
+	renewed := clock.Now().Add(-time.Hour)
+	if o.Renewed("a") {
+		t.Error("a cluster never observed counts as renewed")
+	}
+	o.Observe("a", renewed)
+	if o.Renewed("a") {
+		t.Error("the first renew time seen counts as a renewal")
+	}
+	o.Observe("a", renewed)
+	if o.Renewed("a") {
+		t.Error("the same renew time delivered again counts as a renewal")
+	}
+	o.Observe("a", renewed.Add(time.Second))
+	if !o.Renewed("a") {
+		t.Error("a changed renew time does not count as a renewal")
+	}
+	o.Forget("a")
+	o.Observe("a", renewed.Add(2*time.Second))
+	if o.Renewed("a") {
+		t.Error("after Forget, the first renew time seen counts as a renewal")
+	}
+}

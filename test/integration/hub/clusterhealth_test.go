@@ -7,6 +7,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -301,5 +302,96 @@ func TestAWatchThatFellBehindIsNotASilentAgent(t *testing.T) {
 	fakeClock.Step(time.Minute)
 	if again, _ := reconcile(); again.ResourceVersion != mc.ResourceVersion {
 		t.Errorf("a lost cluster was written again a minute later: status %v", again.Status.Conditions)
+	}
+}
+
+// TestARestartedHubKeepsALostClusterLost runs the health reconcile of a hub that marked a
+// cluster lost, then of a new hub (a new Observer, as after a restart) whose Lease watch lists
+// the agent's Lease as the agent last renewed it, while the agent's last report still says
+// Ready. That Lease is no renewal: the cluster stays Ready=Unknown with its unreachable taints
+// as they were added (the policy's toleration keeps counting from then), and its last heartbeat
+// is not moved. Only a renewal seen by the new hub brings it back.
+func TestARestartedHubKeepsALostClusterLost(t *testing.T) {
+	const grace = 20 * time.Second
+	f := newFixture(t)
+	a := f.member("a", "r1", 100)
+	report := &dbfleetv1alpha1.MemberClusterReport{ObjectMeta: metav1.ObjectMeta{Namespace: dbfleetv1alpha1.MemberNamespace(a), Name: a}}
+	report.Status.Conditions = []metav1.Condition{{Type: dbfleetv1alpha1.ConditionReady, Status: metav1.ConditionTrue,
+		Reason: dbfleetv1alpha1.ReasonAgentReady, Message: "the agent reaches its member API server", LastTransitionTime: metav1.Now()}}
+	if err := f.c.Create(f.ctx, report); err != nil {
+		t.Fatal(err)
+	}
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: dbfleetv1alpha1.MemberNamespace(a), Name: dbfleetv1alpha1.AgentLeaseName,
+			Labels: map[string]string{dbfleetv1alpha1.LabelCluster: a}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(a), LeaseDurationSeconds: ptr.To[int32](15),
+			RenewTime: &metav1.MicroTime{Time: time.Now()}},
+	}
+	if err := f.c.Create(f.ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	newHub := func(c *clocktesting.FakeClock) (*clusterhealth.Reconciler, *liveness.Observer) {
+		obs := liveness.NewObserver(c)
+		obs.SetReader(clusterhealth.ReadRenewTime(f.c)) // f.c reads the API server, no cache
+		obs.Observe(a, lease.Spec.RenewTime.Time)       // the Lease as the watch's first list delivers it
+		return &clusterhealth.Reconciler{Client: f.c, Recorder: events.NewFakeRecorder(10), Clock: c,
+			GracePeriod: grace, Observer: obs}, obs
+	}
+	reconcile := func(r *clusterhealth.Reconciler) *dbfleetv1alpha1.MemberCluster {
+		t.Helper()
+		if _, err := r.Reconcile(f.ctx, ctrl.Request{NamespacedName: client.ObjectKey{Name: a}}); err != nil {
+			t.Fatal(err)
+		}
+		mc := &dbfleetv1alpha1.MemberCluster{}
+		if err := f.c.Get(f.ctx, client.ObjectKey{Name: a}, mc); err != nil {
+			t.Fatal(err)
+		}
+		return mc
+	}
+	unreachableSince := func(mc *dbfleetv1alpha1.MemberCluster) *metav1.Time {
+		for _, taint := range mc.Spec.Taints {
+			if taint.Key == dbfleetv1alpha1.TaintClusterUnreachable && taint.Effect == corev1.TaintEffectNoExecute {
+				return taint.TimeAdded
+			}
+		}
+		return nil
+	}
+
+	// The first hub sees the agent, then its silence: the cluster is lost.
+	firstClock := clocktesting.NewFakeClock(time.Now())
+	first, _ := newHub(firstClock)
+	if mc := reconcile(first); !meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady) {
+		t.Fatalf("the first hub did not take the cluster as Ready: %v", mc.Status.Conditions)
+	}
+	firstClock.Step(grace + time.Second)
+	lost := reconcile(first)
+	added := unreachableSince(lost)
+	if !meta.IsStatusConditionPresentAndEqual(lost.Status.Conditions, dbfleetv1alpha1.ConditionReady, metav1.ConditionUnknown) || added == nil {
+		t.Fatalf("a silent cluster was left %v, taints %v; want Ready=Unknown and the unreachable taint", lost.Status.Conditions, lost.Spec.Taints)
+	}
+
+	// A new hub starts, a minute later by its clock.
+	secondClock := clocktesting.NewFakeClock(firstClock.Now().Add(time.Minute))
+	second, obs := newHub(secondClock)
+	mc := reconcile(second)
+	if !meta.IsStatusConditionPresentAndEqual(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady, metav1.ConditionUnknown) {
+		t.Errorf("the restarted hub took the Lease it found for a renewal: %v", mc.Status.Conditions)
+	}
+	if got := unreachableSince(mc); got == nil || !got.Equal(added) {
+		t.Errorf("the restarted hub moved the unreachable taint (added %v) to %v: taints %v", added, got, mc.Spec.Taints)
+	}
+	if !equality.Semantic.DeepEqual(mc.Status.LastHeartbeat, lost.Status.LastHeartbeat) {
+		t.Errorf("the restarted hub wrote a heartbeat it never saw: %v, was %v", mc.Status.LastHeartbeat, lost.Status.LastHeartbeat)
+	}
+
+	// The agent renews, and the new hub's watch delivers it: the cluster is back.
+	lease.Spec.RenewTime = &metav1.MicroTime{Time: lease.Spec.RenewTime.Add(time.Minute)}
+	if err := f.c.Update(f.ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	obs.Observe(a, lease.Spec.RenewTime.Time)
+	if mc := reconcile(second); !meta.IsStatusConditionTrue(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady) ||
+		hasTaint(mc, dbfleetv1alpha1.TaintClusterUnreachable) {
+		t.Errorf("a renewal seen by the new hub left the cluster %v, taints %v; want Ready and untainted", mc.Status.Conditions, mc.Spec.Taints)
 	}
 }
