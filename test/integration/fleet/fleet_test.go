@@ -1,12 +1,10 @@
 package fleet
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -28,6 +26,7 @@ import (
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/join"
 	"github.com/dbfleet/dbfleet/test/framework"
+	harness "github.com/dbfleet/dbfleet/test/framework/process"
 )
 
 var hub *framework.Environment
@@ -48,48 +47,38 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// process is a binary the test started; it is stopped (SIGTERM, then SIGKILL) at cleanup.
-type process struct {
-	cmd    *exec.Cmd
-	logs   *bytes.Buffer
-	exited chan error
-}
+// process is a binary the test started, through the shared process harness; it is stopped
+// (SIGTERM, then SIGKILL) at cleanup, and its log is shown when the test failed.
+type process struct{ *harness.Process }
 
 func start(t *testing.T, bin string, args ...string) *process {
 	t.Helper()
-	p := &process{cmd: exec.Command(bin, args...), logs: &bytes.Buffer{}, exited: make(chan error, 1)}
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	if err := p.cmd.Start(); err != nil {
+	name := filepath.Base(bin)
+	p, err := harness.Start(harness.Spec{
+		Name:    name,
+		Args:    append([]string{bin}, args...),
+		LogFile: filepath.Join(t.TempDir(), name+".log"),
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { p.exited <- p.cmd.Wait() }()
+	proc := &process{p}
 	t.Cleanup(func() {
-		p.stop()
+		proc.stop()
 		if t.Failed() {
-			t.Logf("%s logs:\n%s", filepath.Base(bin), p.logs.String())
+			t.Logf("%s logs:\n%s", name, proc.Output())
 		}
 	})
-	return p
+	return proc
 }
 
 // stop ends the process (SIGTERM, SIGKILL after 20s) and waits for it; safe to call twice.
-func (p *process) stop() {
-	if p.cmd.ProcessState != nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
-}
+func (p *process) stop() { _, _ = p.Stop(20 * time.Second) }
 
 // kill ends the process at once, as a crash would.
 func (p *process) kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.exited
+	_ = syscall.Kill(p.Pid(), syscall.SIGKILL)
+	<-p.Done()
 }
 
 func build(t *testing.T, dir string) (hubBin, agentBin string) {

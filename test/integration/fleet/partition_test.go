@@ -130,9 +130,7 @@ func TestPartitionedPrimaryFencesBeforePromotion(t *testing.T) {
 // no longer renew, is the authority, and it must have expired before the hub promotes elsewhere.
 func TestKilledPrimaryAgentLeaseExpiresBeforePromotion(t *testing.T) {
 	primaryLoss(t, "up", "down", func(old *joinedMember) {
-		if err := old.agent.cmd.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
+		old.agent.kill()
 	}, false)
 }
 
