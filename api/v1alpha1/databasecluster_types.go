@@ -341,7 +341,8 @@ type DatabaseClusterStatus struct {
 	// acted on: setting the annotation to a new value asks for a full re-placement.
 	// +optional
 	ObservedRebalance string `json:"observedRebalance,omitempty"`
-	// Conditions: Scheduled, Propagated, Available, Progressing, Degraded, FailoverInProgress.
+	// Conditions: Scheduled, Propagated, Available, Progressing, Degraded, FailoverInProgress,
+	// CredentialsReady (postgres).
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -75,6 +75,21 @@ const (
 	ConditionDegraded = "Degraded"
 	// ConditionFailoverInProgress says whether the primary is moving to another cluster.
 	ConditionFailoverInProgress = "FailoverInProgress"
+	// ConditionCredentialsReady says whether a postgres database's credentials Secrets exist and
+	// hold the keys they must (see CredentialsReason*).
+	ConditionCredentialsReady = "CredentialsReady"
+)
+
+// Reasons of the CredentialsReady condition.
+const (
+	// CredentialsReasonReady: every credentials Secret exists, the user's or the hub's, and holds
+	// its keys.
+	CredentialsReasonReady = "SecretsReady"
+	// CredentialsReasonSecretMalformed: a credentials Secret lacks a key; the message names the
+	// Secret and the key. The hub never overwrites it: the user fixes it.
+	CredentialsReasonSecretMalformed = "SecretMalformed"
+	// CredentialsReasonSecretFailed: the hub could not read or create a credentials Secret.
+	CredentialsReasonSecretFailed = "SecretFailed"
 )
 
 // Condition types of MemberDatabase (Available, Progressing and Degraded are shared with DatabaseCluster).
@@ -92,3 +107,38 @@ const (
 	// ConditionAgentConnected says whether the hub has observed the agent's heartbeat recently.
 	ConditionAgentConnected = "AgentConnected"
 )
+
+// Credentials: the Secrets of a postgres DatabaseCluster.
+const (
+	// CredentialsSuperuser, CredentialsReplication and CredentialsApp are the three kinds of
+	// credentials. The Secret of each is named "<database>-<kind>" in the DatabaseCluster's
+	// namespace (a user may bring their own), and in each member cluster's database namespace.
+	CredentialsSuperuser   = "superuser"
+	CredentialsReplication = "replication"
+	CredentialsApp         = "app"
+
+	// SecretKeyUsername, SecretKeyPassword, SecretKeyDBName and SecretKeyURI are the keys of a
+	// credentials Secret.
+	SecretKeyUsername = "username"
+	SecretKeyPassword = "password"
+	SecretKeyDBName   = "dbname"
+	SecretKeyURI      = "uri"
+
+	// LabelCredentials names the kind of credentials a Secret holds. The hub puts it on the
+	// Secrets it creates (never on a user's) and on the copies it carries into member-<cluster>,
+	// where the agent finds them by it.
+	LabelCredentials = "dbfleet.io/credentials"
+)
+
+// CredentialKinds are the kinds of credentials every postgres DatabaseCluster has, in order.
+var CredentialKinds = []string{CredentialsSuperuser, CredentialsReplication, CredentialsApp}
+
+// CredentialsSecretName is the name of a database's Secret of the given kind, in the
+// DatabaseCluster's namespace and in the member's database namespace: "<database>-<kind>".
+func CredentialsSecretName(database, kind string) string { return database + "-" + kind }
+
+// CarriedCredentialsSecretName is the name of the hub's copy of a credentials Secret in
+// member-<cluster>: "<namespace>.<database>-<kind>", unique as MemberDatabase names are.
+func CarriedCredentialsSecretName(namespace, database, kind string) string {
+	return MemberDatabaseName(namespace, database) + "-" + kind
+}

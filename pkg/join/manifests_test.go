@@ -74,6 +74,7 @@ func TestRulesAreExact(t *testing.T) {
 		{"hub Role", AgentRoleRules("east"), []string{
 			"dbfleet.io memberdatabases [] get,list,watch,update,patch",
 			"dbfleet.io memberdatabases/status [] get,update,patch",
+			" secrets [] get,list,watch",
 			"coordination.k8s.io leases [dbfleet-agent] get,update",
 			"coordination.k8s.io leases [] create",
 			"dbfleet.io memberclusterreports [east] get,update,patch",

@@ -81,6 +81,21 @@ func TestAgentCredentialIsLeastPrivilege(t *testing.T) {
 	allowed(t, "get its MemberClusterReport", agent.Get(ctx, client.ObjectKeyFromObject(report), report))
 	report.Status.Agent = &dbfleetv1alpha1.AgentSettings{HeartbeatIntervalSeconds: 5, FenceAfterSeconds: 15}
 	allowed(t, "update its MemberClusterReport", agent.Update(ctx, report))
+	// Allowed: the database credentials the hub carries to its namespace.
+	carried := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: nsAlpha, Name: "shop.orders-app"},
+		Data: map[string][]byte{"username": []byte("app"), "password": []byte("secret")}}
+	if err := hub.Client.Create(ctx, carried); err != nil {
+		t.Fatal(err)
+	}
+	allowed(t, "read the credentials carried to its namespace", agent.Get(ctx, client.ObjectKeyFromObject(carried), &corev1.Secret{}))
+	allowed(t, "list Secrets in its namespace", agent.List(ctx, &corev1.SecretList{}, client.InNamespace(nsAlpha)))
+	allowed(t, "watch Secrets in its namespace", func() error {
+		w, err := agent.Watch(ctx, &corev1.SecretList{}, client.InNamespace(nsAlpha))
+		if err == nil {
+			w.Stop()
+		}
+		return err
+	}())
 	// Events about its work.
 	allowed(t, "create an Event in its namespace", agent.Create(ctx, &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Namespace: nsAlpha, GenerateName: "alpha-"},
@@ -119,8 +134,10 @@ func TestAgentCredentialIsLeastPrivilege(t *testing.T) {
 	forged.ResourceVersion, forged.UID, forged.Name = "", "", "shop.forged"
 	forbidden(t, "create a MemberDatabase", agent.Create(ctx, forged))
 	forbidden(t, "delete a MemberDatabase", agent.Delete(ctx, mine))
-	forbidden(t, "read a Secret in its namespace", agent.Get(ctx, client.ObjectKey{Namespace: nsAlpha, Name: "anything"}, &corev1.Secret{}))
-	forbidden(t, "list Secrets in its namespace", agent.List(ctx, &corev1.SecretList{}, client.InNamespace(nsAlpha)))
+	forbidden(t, "read a Secret in another member's namespace", agent.Get(ctx, client.ObjectKey{Namespace: nsBeta, Name: "shop.orders-app"}, &corev1.Secret{}))
+	forbidden(t, "list Secrets in another member's namespace", agent.List(ctx, &corev1.SecretList{}, client.InNamespace(nsBeta)))
+	forbidden(t, "list Secrets of every namespace", agent.List(ctx, &corev1.SecretList{}))
+	forbidden(t, "write the credentials carried to it", agent.Delete(ctx, carried))
 	forbidden(t, "list Leases", agent.List(ctx, &coordinationv1.LeaseList{}, client.InNamespace(nsAlpha)))
 	forbidden(t, "get another Lease", agent.Get(ctx, client.ObjectKey{Namespace: nsAlpha, Name: "other"}, &coordinationv1.Lease{}))
 	forbidden(t, "create a Lease in another member's namespace", agent.Create(ctx, &coordinationv1.Lease{
