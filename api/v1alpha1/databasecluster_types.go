@@ -198,23 +198,30 @@ type PrimaryStatus struct {
 	// +optional
 	Cluster string `json:"cluster,omitempty"`
 	// Epoch goes up by one every time the primary moves to another cluster. Agents act only on the
-	// newest epoch.
+	// newest epoch, so an epoch that wrapped around would look older than every one before it: the
+	// API server refuses any below 1.
+	// +kubebuilder:validation:Minimum=1
 	// +optional
 	Epoch int64 `json:"epoch,omitempty"`
 	// Since is when the primary took this cluster and epoch.
 	// +optional
 	Since *metav1.Time `json:"since,omitempty"`
-	// Preferred is the first of spec.primary.preferredClusters when this primary was chosen; a
-	// change of that preference is a planned switchover.
+	// Preferred is the first of spec.primary.preferredClusters that the primary has honoured:
+	// it is set when the primary is on that cluster (or when there is no preference). While the
+	// spec's first preference differs from it, a planned switchover is asked for; it happens once
+	// that cluster can take the primary (FailoverInProgress=False, SwitchoverPending, says why
+	// meanwhile).
 	// +optional
 	Preferred string `json:"preferred,omitempty"`
 }
 
 // OrdinalRange is a contiguous range of StatefulSet ordinals, unique across the fleet.
 type OrdinalRange struct {
-	// Start is the first ordinal (StatefulSet spec.ordinals.start).
+	// Start is the first ordinal (StatefulSet spec.ordinals.start, which cannot be negative).
+	// +kubebuilder:validation:Minimum=0
 	Start int32 `json:"start"`
 	// Count is the number of ordinals.
+	// +kubebuilder:validation:Minimum=0
 	Count int32 `json:"count"`
 }
 
@@ -348,6 +355,116 @@ type DatabaseClusterStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// The conditions of a DatabaseCluster, each with the reasons the hub gives it. Every one carries
+// observedGeneration; lastTransitionTime changes only when the status does.
+const (
+	// ConditionScheduled says whether a policy matched and the placement engine found clusters.
+	ConditionScheduled = "Scheduled"
+	// ReasonScheduled (True): the engine placed every replica.
+	ReasonScheduled = "Scheduled"
+	// ReasonNoPolicy (False): no PropagationPolicy or ClusterPropagationPolicy selects the database.
+	ReasonNoPolicy = "NoPolicy"
+	// ReasonUnschedulable (False): no placement fits; the current one (if any) is kept.
+	ReasonUnschedulable = "Unschedulable"
+	// ReasonInvalidPlacement (False): the policy's placement cannot be evaluated.
+	ReasonInvalidPlacement = "InvalidPlacement"
+)
+
+const (
+	// ConditionPropagated says whether every chosen cluster has its MemberDatabase up to date.
+	ConditionPropagated = "Propagated"
+	// ReasonAllPropagated (True): every placed cluster's MemberDatabase is written.
+	ReasonAllPropagated = "AllPropagated"
+	// ReasonPropagationFailed (False): some MemberDatabase could not be written.
+	ReasonPropagationFailed = "PropagationFailed"
+	// ReasonNotScheduled (False) of Propagated and Available: nothing is placed yet.
+	ReasonNotScheduled = "NotScheduled"
+)
+
+const (
+	// ConditionAvailable says whether the database serves: the primary is ready and enough replicas are.
+	ConditionAvailable = "Available"
+	// ReasonPrimaryReady (True): the primary is ready and a majority of spec.replicas is.
+	ReasonPrimaryReady = "PrimaryReady"
+	// ReasonPrimaryNotReady (False): the primary's share reports no ready primary at the current epoch.
+	ReasonPrimaryNotReady = "PrimaryNotReady"
+	// ReasonPrimaryClusterUnknown (Unknown): the agent of the primary's cluster is silent.
+	ReasonPrimaryClusterUnknown = "PrimaryClusterUnknown"
+	// ReasonTooFewReplicasReady (False): fewer than a majority of spec.replicas are ready.
+	ReasonTooFewReplicasReady = "TooFewReplicasReady"
+)
+
+const (
+	// ConditionProgressing says whether a change is still rolling out.
+	ConditionProgressing = "Progressing"
+	// ReasonRollingOut (True): some share is pending or not yet at its desired spec and readiness.
+	// The agent gives a MemberDatabase's Progressing the same reason.
+	ReasonRollingOut = "RollingOut"
+	// ReasonEvictingShares (True): evicted shares are kept until they may be purged.
+	ReasonEvictingShares = "EvictingShares"
+	// ReasonWaitingForMemberCleanup (True): deletion waits for clusters to remove their shares.
+	ReasonWaitingForMemberCleanup = "WaitingForMemberCleanup"
+	// ReasonUpToDate (False): every share is up to date. The agent gives a MemberDatabase's
+	// Progressing the same reason.
+	ReasonUpToDate = "UpToDate"
+)
+
+const (
+	// ConditionDegraded says whether some share is unhealthy; the reason names the clusters.
+	ConditionDegraded = "Degraded"
+	// ReasonSharesUnknown (True): some cluster's agent is silent.
+	ReasonSharesUnknown = "SharesUnknown"
+	// ReasonSharesDegraded (True): some share reports Degraded or Fenced.
+	ReasonSharesDegraded = "SharesDegraded"
+	// ReasonHealthy (False): no share is degraded.
+	ReasonHealthy = "Healthy"
+)
+
+const (
+	// ConditionFailoverInProgress says whether the primary is moving to another cluster.
+	ConditionFailoverInProgress = "FailoverInProgress"
+	// ReasonNoFailover (False): the primary is not moving.
+	ReasonNoFailover = "NoFailover"
+	// ReasonWaitingForEviction (True): the primary's cluster is not Ready, but its share's taint is
+	// still tolerated: the primary moves with the eviction.
+	ReasonWaitingForEviction = "WaitingForEviction"
+	// ReasonWaitingForFencing (True): a failover waits until the old primary's agent has certainly
+	// fenced itself (no renewal seen for its fenceAfter plus the hub's margin).
+	ReasonWaitingForFencing = "WaitingForFencing"
+	// ReasonManualFailoverRequired (True): the primary's cluster is lost and spec.primary.failover
+	// is Manual: the hub waits for the user.
+	ReasonManualFailoverRequired = "ManualFailoverRequired"
+	// ReasonDemoting (True): a planned move waits for the old primary to step down.
+	ReasonDemoting = "Demoting"
+	// ReasonEvictionRateLimited (True): the primary's move waits for the hub-wide eviction rate
+	// limit to let its shares go.
+	ReasonEvictionRateLimited = "EvictionRateLimited"
+	// ReasonPromoted (True): a new primary was promoted and is not ready yet.
+	ReasonPromoted = "Promoted"
+	// ReasonFailoverComplete (False): the new primary is ready.
+	ReasonFailoverComplete = "FailoverComplete"
+	// ReasonFailoverCanceled (False): a move the hub was waiting to make is no longer called for
+	// (the primary's cluster came back, say): the primary stays.
+	ReasonFailoverCanceled = "FailoverCanceled"
+	// ReasonSwitchoverPending (False): the first of spec.primary.preferredClusters cannot take the
+	// primary yet (it holds no replica, or is not healthy); the switchover happens once it can.
+	ReasonSwitchoverPending = "SwitchoverPending"
+)
+
+const (
+	// ConditionCredentialsReady says whether a postgres database's credentials Secrets exist and
+	// hold the keys they must.
+	ConditionCredentialsReady = "CredentialsReady"
+	// CredentialsReasonReady (True): every credentials Secret exists, the user's or the hub's,
+	// and holds its keys.
+	CredentialsReasonReady = "SecretsReady"
+	// CredentialsReasonSecretMalformed (False): a credentials Secret lacks a key; the message
+	// names the Secret and the key. The hub never overwrites it: the user fixes it.
+	CredentialsReasonSecretMalformed = "SecretMalformed"
+	// CredentialsReasonSecretFailed (False): the hub could not read or create a credentials Secret.
+	CredentialsReasonSecretFailed = "SecretFailed"
+)
 
 // DatabaseCluster is a database whose replicas the hub places across member clusters.
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 52 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label of at most 52 characters: it names the StatefulSet and pods in every member cluster"

@@ -78,6 +78,47 @@ type MemberDatabaseStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
+// The conditions of a MemberDatabase, each with the reasons its agent gives it (pkg/agent/member).
+// Available, Progressing and Degraded share their types, and Progressing its reasons, with
+// DatabaseCluster.
+const (
+	// ConditionApplied says whether the agent applied the share to its member cluster.
+	ConditionApplied = "Applied"
+	// ReasonApplied (True): the share's StatefulSet is applied at the spec's epoch.
+	ReasonApplied = "Applied"
+	// ReasonApplyFailed (False, and Degraded True): an object could not be applied; the message
+	// says why.
+	ReasonApplyFailed = "ApplyFailed"
+	// ReasonNotManagedByAgent (False, and Degraded True): an object of the share's name exists in
+	// the member cluster and is not the agent's.
+	ReasonNotManagedByAgent = "NotManagedByAgent"
+	// ReasonStaleEpoch (False): the spec's epoch is lower than the one the member already runs,
+	// so it is not acted on.
+	ReasonStaleEpoch = "StaleEpoch"
+)
+
+// Reasons of a MemberDatabase's Available, Progressing and Degraded conditions.
+const (
+	// ReasonAllReplicasReady (Available True): every replica of the share is ready and current.
+	ReasonAllReplicasReady = "AllReplicasReady"
+	// ReasonReplicasNotReady (Available False): some replica of the share is not ready or current.
+	ReasonReplicasNotReady = "ReplicasNotReady"
+	// ReasonStatefulSetUnknown (Available and Progressing Unknown): the StatefulSet is not applied.
+	ReasonStatefulSetUnknown = "StatefulSetUnknown"
+	// ReasonAsExpected (Degraded False): the share is applied as asked.
+	ReasonAsExpected = "AsExpected"
+)
+
+const (
+	// ConditionFenced says whether the agent fenced its primary because it lost the hub.
+	ConditionFenced = "Fenced"
+	// ReasonHubLeaseExpired (True): the agent had no successful hub renewal within fenceAfter; the
+	// share stays fenced until the hub hands out a higher epoch.
+	ReasonHubLeaseExpired = "HubLeaseExpired"
+	// ReasonNotFenced (False): the share's primary is not fenced.
+	ReasonNotFenced = "NotFenced"
+)
+
 // MemberDatabase is one cluster's share of one DatabaseCluster. The hub writes it into namespace
 // member-<cluster>; that cluster's agent runs it and reports its status.
 // +kubebuilder:object:root=true

@@ -5,22 +5,39 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// ResourceSelector picks DatabaseClusters by name and/or labels. A selector with neither selects
+// ResourceSelector picks DatabaseClusters by name or by labels. A selector with neither selects
 // every DatabaseCluster in the policy's scope.
+//
+// Everything the hub could not match is refused at admission, because a selector the hub cannot
+// use would otherwise select nothing without a word: a name or namespace no DatabaseCluster can
+// have, a labelSelector that labels.Selector cannot parse, and a name together with a
+// labelSelector (the labelSelector would be ignored).
+// +kubebuilder:validation:XValidation:rule="!has(self.name) || !has(self.labelSelector)",message="set name or labelSelector, not both: labelSelector is ignored when name is set"
 type ResourceSelector struct {
 	// Namespace restricts a ClusterPropagationPolicy's selector to one namespace. A
 	// PropagationPolicy selects only in its own namespace and must leave it empty.
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
 
 	// Name selects the DatabaseCluster with this name. A name is more precise than labels:
-	// between policies of equal priority, a name match wins.
-	// +kubebuilder:validation:MaxLength=253
+	// between policies of equal priority, a name match wins. It must be a name a DatabaseCluster
+	// can have: a DNS label of at most 52 characters.
+	// +kubebuilder:validation:MaxLength=52
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +optional
 	Name string `json:"name,omitempty"`
 
-	// LabelSelector selects DatabaseClusters by label. Ignored when name is set.
+	// LabelSelector selects DatabaseClusters by label, with the meaning and the rules of
+	// metav1.LabelSelector: operators In and NotIn need values, Exists and DoesNotExist take none,
+	// keys are label keys and values label values. Not together with name. (Values are checked by
+	// a schema pattern that hack/crdbounds adds: as CEL rules they would exceed the cost budget.)
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="matchExpressions[].operator must be In, NotIn, Exists or DoesNotExist",fieldPath=".matchExpressions"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !(e.operator in ['In', 'NotIn']) || (has(e.values) && e.values.size() > 0))",message="matchExpressions[].values must not be empty for operator In or NotIn",fieldPath=".matchExpressions"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !(e.operator in ['Exists', 'DoesNotExist']) || !has(e.values) || e.values.size() == 0)",message="matchExpressions[].values must be empty for operator Exists or DoesNotExist",fieldPath=".matchExpressions"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !format.qualifiedName().validate(e.key).hasValue())",message="matchExpressions[].key must be a label key: an optional DNS subdomain prefix and '/', then at most 63 alphanumerics, '-', '_' or '.', beginning and ending with an alphanumeric",fieldPath=".matchExpressions"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || self.matchLabels.all(k, !format.qualifiedName().validate(k).hasValue())",message="matchLabels keys must be label keys: an optional DNS subdomain prefix and '/', then at most 63 alphanumerics, '-', '_' or '.', beginning and ending with an alphanumeric",fieldPath=".matchLabels"
 	// +optional
 	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
 }

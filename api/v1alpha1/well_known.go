@@ -61,45 +61,6 @@ const MemberNamespacePrefix = "member-"
 // MemberNamespace returns the hub namespace holding the given cluster's MemberDatabases and Lease.
 func MemberNamespace(cluster string) string { return MemberNamespacePrefix + cluster }
 
-// Condition types of DatabaseCluster.
-const (
-	// ConditionScheduled says whether a policy matched and the placement engine found clusters.
-	ConditionScheduled = "Scheduled"
-	// ConditionPropagated says whether every chosen cluster has its MemberDatabase up to date.
-	ConditionPropagated = "Propagated"
-	// ConditionAvailable says whether the database serves: the primary is ready and enough replicas are.
-	ConditionAvailable = "Available"
-	// ConditionProgressing says whether a change is still rolling out.
-	ConditionProgressing = "Progressing"
-	// ConditionDegraded says whether some share is unhealthy; the reason names the clusters.
-	ConditionDegraded = "Degraded"
-	// ConditionFailoverInProgress says whether the primary is moving to another cluster.
-	ConditionFailoverInProgress = "FailoverInProgress"
-	// ConditionCredentialsReady says whether a postgres database's credentials Secrets exist and
-	// hold the keys they must (see CredentialsReason*).
-	ConditionCredentialsReady = "CredentialsReady"
-)
-
-// Reasons of the CredentialsReady condition.
-const (
-	// CredentialsReasonReady: every credentials Secret exists, the user's or the hub's, and holds
-	// its keys.
-	CredentialsReasonReady = "SecretsReady"
-	// CredentialsReasonSecretMalformed: a credentials Secret lacks a key; the message names the
-	// Secret and the key. The hub never overwrites it: the user fixes it.
-	CredentialsReasonSecretMalformed = "SecretMalformed"
-	// CredentialsReasonSecretFailed: the hub could not read or create a credentials Secret.
-	CredentialsReasonSecretFailed = "SecretFailed"
-)
-
-// Condition types of MemberDatabase (Available, Progressing and Degraded are shared with DatabaseCluster).
-const (
-	// ConditionApplied says whether the agent applied the share to its member cluster.
-	ConditionApplied = "Applied"
-	// ConditionFenced says whether the agent fenced its primary because it lost the hub.
-	ConditionFenced = "Fenced"
-)
-
 // Condition types of MemberCluster.
 const (
 	// ConditionReady says whether the hub believes the cluster is healthy.

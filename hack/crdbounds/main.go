@@ -1,6 +1,7 @@
 // Command crdbounds adds maxItems bounds to the parts of the generated CRDs that come from
-// Karmada's Placement type. Karmada's Go types carry no list bounds, and without bounds the API
-// server estimates the cost of our CEL rules over those lists as too high and refuses the CRD.
+// Karmada's Placement type and from metav1.LabelSelector. Those Go types carry no list bounds, and
+// without bounds the API server estimates the cost of our CEL rules over those lists as too high
+// and refuses the CRD.
 // It runs after controller-gen (make manifests) and edits deploy/crds in place.
 package main
 
@@ -39,6 +40,34 @@ var placementKeyBounds = map[string]int64{
 	"clusterAffinities.[].fieldSelector.matchExpressions.[].operator": 16,
 	"clusterTolerations.[].effect":                                    16,
 	"spreadConstraints.[].spreadByField":                              16,
+}
+
+// selectorBounds bound spec.resourceSelectors[].labelSelector, by path below it ("{}" steps into
+// a map's values), for the CEL rules that check every key and value the way labels.Selector does.
+// A label key is at most 253 + 1 + 63 characters, a label value at most 63.
+var selectorBounds = []struct {
+	path, key string
+	n         int64
+}{
+	{"matchExpressions", "maxItems", 16},
+	{"matchExpressions.[].values", "maxItems", 64},
+	{"matchExpressions.[].values.[]", "maxLength", 63},
+	{"matchExpressions.[].key", "maxLength", 317},
+	{"matchExpressions.[].operator", "maxLength", 16},
+	{"matchLabels", "maxProperties", 64},
+	{"matchLabels.{}", "maxLength", 63},
+}
+
+// labelValuePattern is a label value (k8s.io/apimachinery's IsValidLabelValue, with the length
+// bounded above): empty, or alphanumerics, '-', '_' and '.' beginning and ending with an
+// alphanumeric. A schema pattern costs nothing against the CEL budget, which a CEL rule over every
+// value of every expression of every selector would exceed.
+const labelValuePattern = `^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+
+// selectorPatterns are the patterns of spec.resourceSelectors[].labelSelector, by path below it.
+var selectorPatterns = map[string]string{
+	"matchExpressions.[].values.[]": labelValuePattern,
+	"matchLabels.{}":                labelValuePattern,
 }
 
 func main() {
@@ -83,6 +112,24 @@ func boundFile(path string) error {
 				return fmt.Errorf("%s: %w", path, err)
 			}
 		}
+		selector, err := walk(root, "spec.resourceSelectors.[].labelSelector")
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		for _, b := range selectorBounds {
+			s, err := walk(selector, b.path)
+			if err != nil {
+				return fmt.Errorf("%s: spec.resourceSelectors[].labelSelector.%s: %w", path, b.path, err)
+			}
+			s[b.key] = b.n
+		}
+		for p, pattern := range selectorPatterns {
+			s, err := walk(selector, p)
+			if err != nil {
+				return fmt.Errorf("%s: spec.resourceSelectors[].labelSelector.%s: %w", path, p, err)
+			}
+			s["pattern"] = pattern
+		}
 	}
 	out, err := yaml.Marshal(crd)
 	if err != nil {
@@ -100,13 +147,17 @@ func set(schema map[string]any, path, key string, n int64) error {
 	return nil
 }
 
-// walk follows a dotted path of property names through a schema; "[]" steps into array items.
+// walk follows a dotted path of property names through a schema; "[]" steps into array items,
+// "{}" into a map's values.
 func walk(s map[string]any, path string) (map[string]any, error) {
 	for _, step := range strings.Split(path, ".") {
 		var next any
-		if step == "[]" {
+		switch step {
+		case "[]":
 			next = s["items"]
-		} else {
+		case "{}":
+			next = s["additionalProperties"]
+		default:
 			next = lookup(s, "properties", step)
 		}
 		m, ok := next.(map[string]any)

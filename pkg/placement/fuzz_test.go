@@ -1,9 +1,17 @@
 package placement
 
 import (
+	"cmp"
 	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
+
+	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+
+	"github.com/dbfleet/dbfleet/api/v1alpha1"
 )
 
 // The fuzz targets draw random inputs with genInput and check the engine's promises. Run one with
@@ -178,4 +186,106 @@ func spreadLeanedOnLostHolder(in Input, d Decision) bool {
 		}
 	}
 	return false
+}
+
+// extreme mutates a valid input into an invalid or extreme one, as a hand-edited status, a
+// huge fleet's corner or a bad file for hub plan might give: replicas from negative to int32's
+// maximum (the CRD's maximum included), an empty fleet, capacities, weights, previous shares and
+// reserved ordinals at the limits of their types.
+func extreme(in Input, s uint64, mode uint8) Input {
+	r := rand.New(rand.NewPCG(s, uint64(mode)))
+	pick := func(options ...int64) int64 { return options[r.IntN(len(options))] }
+	if mode&1 != 0 {
+		in.Replicas = int32(pick(-1, math.MinInt32, 0, 1, MaxReplicas, MaxReplicas+1, math.MaxInt32))
+	}
+	if mode&2 != 0 {
+		in.Clusters = nil
+	}
+	if mode&4 != 0 {
+		in.Clusters = append([]Cluster(nil), in.Clusters...)
+		for i := range in.Clusters {
+			in.Clusters[i].AvailableReplicas = int32(pick(-1, math.MinInt32, math.MaxInt32, MaxReplicas))
+		}
+	}
+	if mode&8 != 0 && in.Placement.ReplicaScheduling != nil && in.Placement.ReplicaScheduling.WeightPreference != nil {
+		list := append([]policyv1alpha1.StaticClusterWeight(nil), in.Placement.ReplicaScheduling.WeightPreference.StaticWeightList...)
+		for i := range list {
+			list[i].Weight = pick(-1, 0, math.MaxInt64, math.MaxInt32)
+		}
+		rs := *in.Placement.ReplicaScheduling
+		wp := *rs.WeightPreference
+		wp.StaticWeightList = list
+		rs.WeightPreference = &wp
+		in.Placement.ReplicaScheduling = &rs
+	}
+	if mode&16 != 0 && in.Previous != nil {
+		prev := *in.Previous
+		prev.Shares = append([]Share(nil), prev.Shares...)
+		for i := range prev.Shares {
+			prev.Shares[i].Replicas = int32(pick(-1, 0, math.MaxInt32, MaxReplicas))
+			prev.Shares[i].Ordinals = v1alpha1.OrdinalRange{
+				Start: int32(pick(-1, math.MinInt32, 0, math.MaxInt32-1, math.MaxInt32)),
+				Count: int32(pick(-1, 0, 1, math.MaxInt32)),
+			}
+		}
+		in.Previous = &prev
+	}
+	if mode&32 != 0 {
+		in.ReservedOrdinals = []v1alpha1.OrdinalRange{
+			{Start: int32(pick(-1, 0, math.MaxInt32-1)), Count: int32(pick(-1, 1, math.MaxInt32))},
+			{Start: 0, Count: math.MaxInt32},
+		}
+	}
+	if mode&64 != 0 && len(in.Placement.SpreadConstraints) > 0 {
+		sc := append([]policyv1alpha1.SpreadConstraint(nil), in.Placement.SpreadConstraints...)
+		for i := range sc {
+			sc[i].MinGroups, sc[i].MaxGroups = int(pick(0, 1, math.MaxInt32)), int(pick(0, 1, math.MaxInt32))
+		}
+		in.Placement.SpreadConstraints = sc
+	}
+	return in
+}
+
+// FuzzExtremeInput: on invalid and extreme input the engine neither panics nor runs away; it
+// refuses what it cannot interpret (ErrInvalidPlacement), says why it cannot place
+// (UnschedulableError), or decides, and a decision it makes is one the API server accepts: shares
+// that sum to spec.replicas within the CRD's bounds, ordinal ranges within int32 that never
+// overlap.
+func FuzzExtremeInput(f *testing.F) {
+	for i := range uint64(24) {
+		f.Add(i, i*7919+1, uint8(i*11))
+	}
+	f.Add(uint64(1), uint64(2), uint8(1|2))
+	f.Add(uint64(3), uint64(4), uint8(0xff))
+	f.Fuzz(func(t *testing.T, s1, s2 uint64, mode uint8) {
+		in := extreme(genInput(s1, s2), s1^s2, mode)
+		d, err := Schedule(in)
+		if err != nil {
+			var u *UnschedulableError
+			if !errors.Is(err, ErrInvalidPlacement) && !errors.As(err, &u) {
+				t.Fatalf("Schedule returned %v, want a decision, ErrInvalidPlacement or an UnschedulableError\ninput: %s", err, describe(in))
+			}
+			return
+		}
+		if in.Replicas < 0 || in.Replicas > MaxReplicas {
+			t.Fatalf("decided for %d replicas, want ErrInvalidPlacement outside 0..%d", in.Replicas, MaxReplicas)
+		}
+		if resolveStrategy(&in.Placement) != duplicated && d.TotalReplicas() != in.Replicas {
+			t.Fatalf("shares sum to %d, want %d\ninput: %s", d.TotalReplicas(), in.Replicas, describe(in))
+		}
+		var ranges []interval
+		for _, sh := range d.Shares {
+			if sh.Replicas < 1 || sh.Replicas > in.Replicas || sh.Ordinals.Count != sh.Replicas ||
+				sh.Ordinals.Start < 0 || int64(sh.Ordinals.Start)+int64(sh.Ordinals.Count) > math.MaxInt32 {
+				t.Fatalf("share %+v is out of bounds\ninput: %s", sh, describe(in))
+			}
+			ranges = append(ranges, rangeInterval(sh.Ordinals))
+		}
+		slices.SortFunc(ranges, func(a, b interval) int { return cmp.Compare(a.start, b.start) })
+		for i := 1; i < len(ranges); i++ {
+			if ranges[i].start < ranges[i-1].end {
+				t.Fatalf("ordinal ranges overlap: %+v\ninput: %s", d.Shares, describe(in))
+			}
+		}
+	})
 }

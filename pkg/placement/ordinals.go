@@ -2,6 +2,7 @@ package placement
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 
@@ -12,7 +13,10 @@ import (
 // share: cluster ranges start at multiples of it (0, 1000, 2000, ...). It equals the largest
 // spec.replicas the API accepts, so a share can grow to any size without running into the next
 // cluster's range, and a cluster keeps its ordinal start for as long as it holds a share.
-const OrdinalBlock = 1000
+const OrdinalBlock = MaxReplicas
+
+// MaxReplicas is the largest spec.replicas the DatabaseCluster CRD accepts; Schedule refuses more.
+const MaxReplicas = 1000
 
 // maxOrdinal bounds ordinal ranges: StatefulSet ordinals are int32.
 const maxOrdinal = math.MaxInt32
@@ -56,7 +60,10 @@ func (s *scheduler) dropOverlappingRanges(with []int32) {
 // "Free" excludes every range of the previous decision, including those of clusters that lost
 // their share (their pods may still be terminating) and Input.ReservedOrdinals, so an ordinal
 // never names two live pods at once.
-func (s *scheduler) assignOrdinals(shares []Share, owners []int32) {
+//
+// It fails when a fresh range would not fit below int32's maximum, which only previous or
+// reserved ranges that fill the ordinal space (a corrupt status) can cause.
+func (s *scheduler) assignOrdinals(shares []Share, owners []int32) error {
 	occupied := s.occupiedOrdinals()
 	s.ws.union = append(s.ws.union[:0], occupied...)
 	union := mergeIntervals(s.ws.union)
@@ -123,9 +130,14 @@ func (s *scheduler) assignOrdinals(shares []Share, owners []int32) {
 			}
 			break
 		}
+		if cursor*OrdinalBlock+int64(shares[k].Replicas) > maxOrdinal {
+			return fmt.Errorf("%w: no free ordinal range for %d replicas on %s: the ranges in use and reserved fill the ordinals up to %d",
+				ErrInvalidPlacement, shares[k].Replicas, shares[k].Cluster, int64(maxOrdinal))
+		}
 		shares[k].Ordinals = v1alpha1.OrdinalRange{Start: int32(cursor * OrdinalBlock), Count: shares[k].Replicas}
 		cursor += size / OrdinalBlock
 	}
+	return nil
 }
 
 // occupiedOrdinals lists the ordinals no fresh range may use: every usable previous range, the

@@ -10,9 +10,15 @@ import (
 // function of in: the same input, in any order, gives the same decision. It returns an
 // *UnschedulableError when the placement cannot be met, and an error wrapping ErrInvalidPlacement
 // for input it cannot interpret.
+//
+// Its work is bounded by the number of clusters and MaxReplicas: more replicas than that are
+// refused, as the API server refuses them.
 func Schedule(in Input) (Decision, error) {
 	if in.Replicas < 0 {
 		return Decision{}, fmt.Errorf("%w: replicas %d is negative", ErrInvalidPlacement, in.Replicas)
+	}
+	if in.Replicas > MaxReplicas {
+		return Decision{}, fmt.Errorf("%w: replicas %d is more than %d, the most a DatabaseCluster may have", ErrInvalidPlacement, in.Replicas, MaxReplicas)
 	}
 	placement, err := compile(&in.Placement, in.defaultToleration())
 	if err != nil {
@@ -32,13 +38,13 @@ func Schedule(in Input) (Decision, error) {
 		for i := range s.nodes {
 			s.nodes[i].exclude(whyNoReplicas)
 		}
-		return s.decision(""), nil
+		return s.decision("")
 	}
 	var first, last *UnschedulableError
 	for i := range s.terms {
 		failure := s.attempt(&s.terms[i])
 		if failure == nil {
-			return s.decision(s.terms[i].name), nil
+			return s.decision(s.terms[i].name)
 		}
 		if first == nil {
 			first = failure
@@ -289,8 +295,8 @@ func (s *scheduler) unschedulable(t *term, fit int, problem string) *Unschedulab
 }
 
 // decision assembles the result from the nodes: shares with ordinals, the primary and the
-// exclusions, all in name order.
-func (s *scheduler) decision(affinityName string) Decision {
+// exclusions, all in name order. It fails only when no free ordinals are left for a new share.
+func (s *scheduler) decision(affinityName string) (Decision, error) {
 	d := Decision{AffinityName: affinityName}
 	holders := s.holders
 	d.Shares = make([]Share, 0, holders)
@@ -318,7 +324,9 @@ func (s *scheduler) decision(affinityName string) Decision {
 		e.Cluster, e.Reason, e.Message = name, why.reason, why.message
 		k++
 	}
-	s.assignOrdinals(d.Shares, owners)
+	if err := s.assignOrdinals(d.Shares, owners); err != nil {
+		return Decision{}, err
+	}
 	d.Primary = s.choosePrimary(d.Shares, owners)
-	return d
+	return d, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,12 +12,15 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/crdvalidation"
 	"github.com/dbfleet/dbfleet/pkg/placement"
 )
 
@@ -28,107 +32,149 @@ type Fleet struct {
 	Members   []dbfleetv1alpha1.MemberCluster
 }
 
-// LoadFiles reads multi-document YAML (or JSON) files. Errors name the file, the document (from
-// 1) and the object or field at fault.
-func LoadFiles(paths []string) (*Fleet, error) {
-	fleet := &Fleet{}
+// LoadFiles reads multi-document YAML (or JSON) files and admits every object as the hub's API
+// server would create it: the CRDs' own OpenAPI schemas, defaults and CEL rules (see
+// pkg/crdvalidation), names and namespaces as DNS names, and no object twice. Objects keep the
+// schema defaults the API server fills in. Every problem in every file is reported, each naming
+// the file, the document (from 1), the object and the field at fault.
+func LoadFiles(ctx context.Context, paths []string) (*Fleet, error) {
+	v, err := crdvalidation.BuiltIn()
+	if err != nil {
+		return nil, fmt.Errorf("load the CRDs hub plan carries: %w", err)
+	}
+	l := &loader{ctx: ctx, v: v, fleet: &Fleet{}, seen: map[objectKey]string{}}
 	for _, path := range paths {
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return nil, err
+			l.errs = append(l.errs, err)
+			continue
 		}
-		if err := fleet.load(path, data); err != nil {
-			return nil, err
-		}
+		l.load(path, data)
 	}
-	return fleet, nil
+	if len(l.errs) > 0 {
+		return nil, errors.Join(l.errs...)
+	}
+	return l.fleet, nil
 }
 
-func (f *Fleet) load(path string, data []byte) error {
+// loader collects a fleet and every error met on the way.
+type loader struct {
+	ctx   context.Context
+	v     *crdvalidation.Validator
+	fleet *Fleet
+	errs  []error
+	// seen maps every object read so far to where it was read, to refuse it a second time.
+	seen map[objectKey]string
+}
+
+type objectKey struct{ kind, namespace, name string }
+
+func (l *loader) load(path string, data []byte) {
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for doc := 1; ; doc++ {
 		raw, err := reader.Read()
 		if errors.Is(err, io.EOF) {
-			return nil
+			return
 		}
+		where := fmt.Sprintf("%s: document %d", path, doc)
 		if err != nil {
-			return fmt.Errorf("%s: document %d: %w", path, doc, err)
+			l.errs = append(l.errs, fmt.Errorf("%s: %w", where, err))
+			return
 		}
 		if isOnlyComments(raw) {
 			continue
 		}
-		if err := f.add(raw); err != nil {
-			return fmt.Errorf("%s: document %d: %w", path, doc, err)
+		for _, err := range l.add(where, raw) {
+			l.errs = append(l.errs, fmt.Errorf("%s: %w", where, err))
 		}
 	}
 }
 
-func (f *Fleet) add(raw []byte) error {
-	var tm metav1.TypeMeta
-	if err := yaml.Unmarshal(raw, &tm); err != nil {
-		return fmt.Errorf("not YAML: %w", err)
-	}
-	if tm.APIVersion != dbfleetv1alpha1.GroupVersion.String() {
-		return fmt.Errorf("apiVersion %q: want %s", tm.APIVersion, dbfleetv1alpha1.GroupVersion)
-	}
-	switch tm.Kind {
-	case "DatabaseCluster":
-		var obj dbfleetv1alpha1.DatabaseCluster
-		if err := strict(raw, &obj); err != nil {
-			return err
-		}
-		if obj.Namespace == "" {
-			obj.Namespace = "default"
-		}
-		if obj.Spec.Replicas < 1 {
-			return fmt.Errorf("DatabaseCluster %s/%s: spec.replicas must be at least 1", obj.Namespace, obj.Name)
-		}
-		f.Databases = append(f.Databases, obj)
-	case "PropagationPolicy":
-		var obj dbfleetv1alpha1.PropagationPolicy
-		if err := strict(raw, &obj); err != nil {
-			return err
-		}
-		if obj.Namespace == "" {
-			obj.Namespace = "default"
-		}
-		if err := checkPolicy(&obj.Spec); err != nil {
-			return fmt.Errorf("PropagationPolicy %s/%s: %w", obj.Namespace, obj.Name, err)
-		}
-		f.Policies = append(f.Policies, obj)
-	case "ClusterPropagationPolicy":
-		var obj dbfleetv1alpha1.ClusterPropagationPolicy
-		if err := strict(raw, &obj); err != nil {
-			return err
-		}
-		if err := checkPolicy(&obj.Spec); err != nil {
-			return fmt.Errorf("ClusterPropagationPolicy %s: %w", obj.Name, err)
-		}
-		f.Cluster = append(f.Cluster, obj)
-	case "MemberCluster":
-		var obj dbfleetv1alpha1.MemberCluster
-		if err := strict(raw, &obj); err != nil {
-			return err
-		}
-		f.Members = append(f.Members, obj)
-	default:
-		return fmt.Errorf("kind %q: hub plan reads DatabaseCluster, PropagationPolicy, ClusterPropagationPolicy and MemberCluster", tm.Kind)
-	}
-	return nil
-}
-
-// strict decodes, refusing fields the type does not have (or has twice); the error names each
-// such field by its path, as kubectl's strict field validation does.
-func strict(raw []byte, into any) error {
+// add admits one document and adds it to the fleet, or returns why not.
+func (l *loader) add(where string, raw []byte) []error {
 	data, err := yaml.YAMLToJSON(raw)
 	if err != nil {
-		return fmt.Errorf("not YAML: %w", err)
+		return []error{fmt.Errorf("not YAML: %w", err)}
 	}
-	strictErrs, err := kjson.UnmarshalStrict(data, into)
-	if err != nil {
-		return err
+	var tm metav1.TypeMeta
+	if err := json.Unmarshal(data, &tm); err != nil {
+		return []error{fmt.Errorf("not an object: %w", err)}
 	}
-	return errors.Join(strictErrs...)
+	if tm.APIVersion != dbfleetv1alpha1.GroupVersion.String() {
+		return []error{fmt.Errorf("apiVersion %q: want %s", tm.APIVersion, dbfleetv1alpha1.GroupVersion)}
+	}
+	var into any
+	switch tm.Kind {
+	case "DatabaseCluster":
+		into = &dbfleetv1alpha1.DatabaseCluster{}
+	case "PropagationPolicy":
+		into = &dbfleetv1alpha1.PropagationPolicy{}
+	case "ClusterPropagationPolicy":
+		into = &dbfleetv1alpha1.ClusterPropagationPolicy{}
+	case "MemberCluster":
+		into = &dbfleetv1alpha1.MemberCluster{}
+	default:
+		return []error{fmt.Errorf("kind %q: hub plan reads DatabaseCluster, PropagationPolicy, ClusterPropagationPolicy and MemberCluster", tm.Kind)}
+	}
+	// Fields the type does not have (or has twice) stop the decoding, as they stop the API
+	// server's with strict field validation. Values the type cannot hold are left to the schema
+	// below, which names their field.
+	strictErrs, decodeErr := kjson.UnmarshalStrict(data, into)
+	if len(strictErrs) > 0 {
+		return strictErrs
+	}
+
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(data); err != nil {
+		return []error{fmt.Errorf("not an object: %w", err)}
+	}
+	namespaced, _ := l.v.Namespaced(tm.Kind)
+	if namespaced && u.GetNamespace() == "" {
+		u.SetNamespace("default") // as kubectl does without -n
+	}
+	name := tm.Kind + " " + u.GetName()
+	if namespaced {
+		name = tm.Kind + " " + u.GetNamespace() + "/" + u.GetName()
+	}
+	if fieldErrs := l.v.Admit(l.ctx, u); len(fieldErrs) > 0 {
+		errs := make([]error, len(fieldErrs))
+		for i, fe := range fieldErrs {
+			errs[i] = fmt.Errorf("%s: %w", name, fe)
+		}
+		return errs
+	}
+
+	if decodeErr != nil {
+		return []error{fmt.Errorf("%s: %w", name, decodeErr)}
+	}
+
+	key := objectKey{tm.Kind, u.GetNamespace(), u.GetName()}
+	if first, dup := l.seen[key]; dup {
+		return []error{fmt.Errorf("%s: metadata.name: Duplicate value: %q: the same object is already in %s", name, u.GetName(), first)}
+	}
+	l.seen[key] = where
+
+	// The object as admitted, with the defaults the API server fills in.
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into); err != nil {
+		return []error{fmt.Errorf("%s: %w", name, err)}
+	}
+	switch obj := into.(type) {
+	case *dbfleetv1alpha1.DatabaseCluster:
+		l.fleet.Databases = append(l.fleet.Databases, *obj)
+	case *dbfleetv1alpha1.PropagationPolicy:
+		if err := checkPolicy(&obj.Spec); err != nil {
+			return []error{fmt.Errorf("%s: %w", name, err)}
+		}
+		l.fleet.Policies = append(l.fleet.Policies, *obj)
+	case *dbfleetv1alpha1.ClusterPropagationPolicy:
+		if err := checkPolicy(&obj.Spec); err != nil {
+			return []error{fmt.Errorf("%s: %w", name, err)}
+		}
+		l.fleet.Cluster = append(l.fleet.Cluster, *obj)
+	case *dbfleetv1alpha1.MemberCluster:
+		l.fleet.Members = append(l.fleet.Members, *obj)
+	}
+	return nil
 }
 
 // LoadHub reads the fleet from a live hub: every DatabaseCluster (or those of one namespace),
@@ -156,11 +202,9 @@ func LoadHub(ctx context.Context, c client.Reader, namespace string) (*Fleet, er
 	return f, nil
 }
 
-// checkPolicy applies the checks the API server would, where they matter to placement.
+// checkPolicy applies the placement engine's own checks, beyond admission's: a placement the
+// engine refuses leaves every DatabaseCluster of the policy unscheduled.
 func checkPolicy(spec *dbfleetv1alpha1.PropagationSpec) error {
-	if len(spec.ResourceSelectors) == 0 {
-		return errors.New("spec.resourceSelectors: at least one selector is required")
-	}
 	if err := placement.Validate(&spec.Placement); err != nil {
 		return fmt.Errorf("spec.placement: %w", err)
 	}

@@ -6,22 +6,27 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/hub/databasecluster"
 	"github.com/dbfleet/dbfleet/pkg/placement"
+	"github.com/dbfleet/dbfleet/pkg/scheduling"
 )
 
 // Result is the plan of one DatabaseCluster: the object with the status the hub would write, and
 // what the engine decided.
 type Result struct {
 	Database *dbfleetv1alpha1.DatabaseCluster
-	Outcome  databasecluster.Outcome
+	Outcome  scheduling.Outcome
 	// Excluded lists every cluster without a share and why.
 	Excluded []placement.Exclusion
+	// Refused is what the API server would refuse in the status the hub would write (see
+	// CheckStatus).
+	Refused field.ErrorList
 }
 
-// Schedulable reports whether the DatabaseCluster got a placement.
-func (r *Result) Schedulable() bool { return r.Outcome.Decision != nil }
+// Schedulable reports whether the DatabaseCluster got a placement the hub can record.
+func (r *Result) Schedulable() bool { return r.Outcome.Decision != nil && len(r.Refused) == 0 }
 
 // Run plans every DatabaseCluster of the fleet, sorted by namespace and name. It shows the
 // placement the policy calls for now (as after a dbfleet.io/rebalance), which the hub adopts only
@@ -38,8 +43,8 @@ func Run(f *Fleet, now time.Time) []Result {
 		for _, e := range dbc.Status.Evictions {
 			avoid[e.Cluster] = e.Reason
 		}
-		out := databasecluster.Schedule(dbc, f.Policies, f.Cluster, members, now,
-			databasecluster.Options{Rebalance: true, Avoid: avoid})
+		out := scheduling.Schedule(dbc, f.Policies, f.Cluster, members, now,
+			scheduling.Options{Rebalance: true, Avoid: avoid})
 		dbc.Status.ObservedGeneration = dbc.Generation
 		r := Result{Database: dbc, Outcome: out}
 		switch {

@@ -1,20 +1,39 @@
 package plan
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/yaml"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/placement"
 )
 
+// TableOptions shape PrintTable's output.
+type TableOptions struct {
+	// ShowAllExclusions lists every cluster not chosen. Otherwise a DatabaseCluster with more than
+	// MaxListedExclusions of them gets a summary: one line per reason, with a count and a few names.
+	ShowAllExclusions bool
+}
+
+// MaxListedExclusions is how many clusters not chosen PrintTable lists one by one before it
+// summarises them by reason.
+const MaxListedExclusions = 20
+
+// namesPerReason is how many cluster names a summary line shows.
+const namesPerReason = 3
+
 // PrintTable writes a human-readable plan: one block per DatabaseCluster with its shares and the
-// clusters not chosen, each with its reason.
-func PrintTable(w io.Writer, results []Result) error {
+// clusters not chosen with their reasons (summarised by reason on a large fleet, see
+// TableOptions), or what the API server would refuse in the status the hub would write.
+func PrintTable(w io.Writer, results []Result, opts TableOptions) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for i, r := range results {
 		if i > 0 {
@@ -42,7 +61,12 @@ func PrintTable(w io.Writer, results []Result) error {
 				fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\n", p.Cluster, p.Replicas, ordinals(p.Ordinals), role)
 			}
 		}
-		if len(r.Excluded) > 0 {
+		for _, fe := range r.Refused {
+			fmt.Fprintf(tw, "  the API server would refuse the status the hub would write: %s\n", fe)
+		}
+		switch {
+		case len(r.Excluded) == 0:
+		case opts.ShowAllExclusions || len(r.Excluded) <= MaxListedExclusions:
 			fmt.Fprintln(tw, "  NOT CHOSEN\tREASON")
 			for _, e := range r.Excluded {
 				why := e.Reason
@@ -51,9 +75,56 @@ func PrintTable(w io.Writer, results []Result) error {
 				}
 				fmt.Fprintf(tw, "  %s\t%s\n", e.Cluster, why)
 			}
+		default:
+			fmt.Fprintln(tw, "  NOT CHOSEN\tREASON")
+			for _, g := range byReason(r.Excluded) {
+				names := strings.Join(g.clusters[:min(len(g.clusters), namesPerReason)], ", ")
+				if more := len(g.clusters) - namesPerReason; more > 0 {
+					names += fmt.Sprintf(" and %d more", more)
+				}
+				fmt.Fprintf(tw, "  %s\t%s: %s\n", clusters(len(g.clusters)), g.reason, names)
+			}
+			fmt.Fprintf(tw, "  (%d clusters not chosen, summarised by reason: --show-all-exclusions lists each)\n", len(r.Excluded))
 		}
 	}
 	return tw.Flush()
+}
+
+func clusters(n int) string {
+	if n == 1 {
+		return "1 cluster"
+	}
+	return fmt.Sprintf("%d clusters", n)
+}
+
+type reasonGroup struct {
+	reason   string
+	clusters []string
+}
+
+// byReason groups exclusions by reason, the largest group first, then by reason.
+func byReason(excluded []placement.Exclusion) []reasonGroup {
+	index := map[string]int{}
+	var groups []reasonGroup
+	for _, e := range excluded {
+		i, ok := index[e.Reason]
+		if !ok {
+			i = len(groups)
+			index[e.Reason] = i
+			groups = append(groups, reasonGroup{reason: e.Reason})
+		}
+		groups[i].clusters = append(groups[i].clusters, e.Cluster)
+	}
+	for _, g := range groups {
+		slices.Sort(g.clusters)
+	}
+	slices.SortFunc(groups, func(a, b reasonGroup) int {
+		if c := cmp.Compare(len(b.clusters), len(a.clusters)); c != 0 {
+			return c
+		}
+		return strings.Compare(a.reason, b.reason)
+	})
+	return groups
 }
 
 func ordinals(r dbfleetv1alpha1.OrdinalRange) string {

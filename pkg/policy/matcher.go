@@ -42,8 +42,9 @@ func (m *Matcher) age() {
 }
 
 // selectors returns spec's resource selectors parsed, index for index: nil for a selector
-// without a labelSelector, labels.Nothing() for one labels cannot parse (the API server accepted
-// it, but it selects nothing). The caller holds m's lock.
+// without a labelSelector, labels.Nothing() for one labels cannot parse. The CRDs refuse such
+// selectors at admission, so only a policy stored before they did can have one; it selects
+// nothing. The caller holds m's lock.
 func (m *Matcher) selectors(obj *metav1.ObjectMeta, spec *dbfleetv1alpha1.PropagationSpec) []labels.Selector {
 	if m == nil || obj.UID == "" {
 		return parse(spec)

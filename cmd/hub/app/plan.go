@@ -19,6 +19,7 @@ func newPlanCommand() *cobra.Command {
 		kubeconfig string
 		namespace  string
 		output     string
+		showAll    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "plan (-f FILE... | --kubeconfig HUB)",
@@ -27,6 +28,14 @@ func newPlanCommand() *cobra.Command {
 (Cluster)PropagationPolicies and MemberClusters read from YAML files (-f, repeatable, multi-document)
 or from a live hub (--kubeconfig), and prints for every DatabaseCluster the clusters, replicas,
 ordinals and primary it would get, and every cluster not chosen with its reason.
+
+Objects read from files are admitted as the hub's API server would admit them, with the CRDs'
+own OpenAPI schemas, defaults and CEL rules (carried in this binary), DNS names and no object
+twice; every error names its file, document (from 1), object and field. The status the hub would
+write is checked the same way.
+
+A DatabaseCluster with more than 20 clusters not chosen gets a summary of them by reason;
+--show-all-exclusions lists each one.
 
 MemberClusters in files without a Ready condition are taken as Ready. Capacity-based placement
 (dynamicWeight, Aggregated) needs status.resourceSummary on the MemberClusters, as on a real hub.
@@ -46,7 +55,7 @@ Exit status: 0 when every DatabaseCluster is schedulable, 1 otherwise (or on bad
 			var fleet *plan.Fleet
 			var err error
 			if len(files) > 0 {
-				if fleet, err = plan.LoadFiles(files); err != nil {
+				if fleet, err = plan.LoadFiles(cmd.Context(), files); err != nil {
 					return err
 				}
 				fleet.AssumeReady()
@@ -64,9 +73,12 @@ Exit status: 0 when every DatabaseCluster is schedulable, 1 otherwise (or on bad
 				}
 			}
 			results := plan.Run(fleet, time.Now())
+			if err := plan.CheckStatus(cmd.Context(), results); err != nil {
+				return err
+			}
 			out := cmd.OutOrStdout()
 			if output == "table" {
-				err = plan.PrintTable(out, results)
+				err = plan.PrintTable(out, results, plan.TableOptions{ShowAllExclusions: showAll})
 			} else {
 				err = plan.PrintObjects(out, results, output)
 			}
@@ -74,13 +86,18 @@ Exit status: 0 when every DatabaseCluster is schedulable, 1 otherwise (or on bad
 				return err
 			}
 			unschedulable := 0
+			var refused []error
 			for i := range results {
-				if !results[i].Schedulable() {
+				r := &results[i]
+				if !r.Schedulable() {
 					unschedulable++
+				}
+				for _, fe := range r.Refused {
+					refused = append(refused, fmt.Errorf("DatabaseCluster %s/%s: the API server would refuse the status the hub would write: %w", r.Database.Namespace, r.Database.Name, fe))
 				}
 			}
 			if unschedulable > 0 {
-				return fmt.Errorf("%d of %d DatabaseClusters are not schedulable", unschedulable, len(results))
+				return errors.Join(append(refused, fmt.Errorf("%d of %d DatabaseClusters are not schedulable", unschedulable, len(results)))...)
 			}
 			return nil
 		},
@@ -88,6 +105,7 @@ Exit status: 0 when every DatabaseCluster is schedulable, 1 otherwise (or on bad
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "YAML file with DatabaseClusters, policies and MemberClusters (repeatable)")
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "read the fleet from the hub this kubeconfig reaches")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "with --kubeconfig: only DatabaseClusters of this namespace")
+	cmd.Flags().BoolVar(&showAll, "show-all-exclusions", false, "list every cluster not chosen, however many (by default more than 20 are summarised by reason)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, yaml or json (yaml and json print each DatabaseCluster with the status the hub would write)")
 	return cmd
 }

@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,4 +158,45 @@ func writeFile(t *testing.T, content string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestPlanSummarisesExclusionsUnlessAsked: on a large fleet the clusters not chosen are counted by
+// reason; --show-all-exclusions lists each one.
+func TestPlanSummarisesExclusionsUnlessAsked(t *testing.T) {
+	var b strings.Builder
+	for i := range 30 {
+		fmt.Fprintf(&b, "apiVersion: dbfleet.io/v1alpha1\nkind: MemberCluster\nmetadata: {name: lab-%02d}\nspec: {}\n---\n", i)
+	}
+	b.WriteString(`apiVersion: dbfleet.io/v1alpha1
+kind: MemberCluster
+metadata: {name: east}
+spec: {}
+---
+apiVersion: dbfleet.io/v1alpha1
+kind: ClusterPropagationPolicy
+metadata: {name: all}
+spec:
+  resourceSelectors: [{}]
+  placement: {clusterAffinity: {clusterNames: [east]}}
+---
+apiVersion: dbfleet.io/v1alpha1
+kind: DatabaseCluster
+metadata: {name: orders}
+spec: {engine: postgres, version: "16", replicas: 1, storage: {size: 1Gi}}
+`)
+	path := writeFile(t, b.String())
+	out, err := runPlan(t, "-f", path)
+	if err != nil {
+		t.Fatalf("hub plan: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "30 clusters  excluded by clusterAffinity: lab-00, lab-01, lab-02 and 27 more") || strings.Contains(out, "lab-29") {
+		t.Errorf("want a summary by reason:\n%s", out)
+	}
+	out, err = runPlan(t, "-f", path, "--show-all-exclusions")
+	if err != nil {
+		t.Fatalf("hub plan --show-all-exclusions: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "lab-29      excluded by clusterAffinity") {
+		t.Errorf("want every cluster listed:\n%s", out)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -30,8 +31,8 @@ type Reconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
 	Clock    clock.PassiveClock
-	// Liveness is the hub's own view of agent renewals (the clusterhealth controller's); nil falls
-	// back to MemberCluster status.lastHeartbeat.
+	// Liveness is the hub's own view of agent renewals (the clusterhealth controller's), which
+	// the failover gate reads. Required: no other clock tells when an agent has certainly fenced.
 	Liveness Liveness
 	// DefaultTolerationSeconds is --default-unreachable-toleration; nil: the engine's default.
 	DefaultTolerationSeconds *int64
@@ -61,6 +62,8 @@ type scope struct {
 	propagationErrors map[string]error
 	// demotion, when set, is a planned primary move waiting for the old primary to step down.
 	demotion *demotion
+	// failover is what scheduling learnt of the primary's moves, for FailoverInProgress.
+	failover failoverFacts
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -109,15 +112,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 }
 
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
+	failoverBefore := meta.FindStatusCondition(s.dbc.Status.Conditions, dbfleetv1alpha1.ConditionFailoverInProgress).DeepCopy()
 	requeue, err := r.schedule(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	now := r.Clock.Now()
+	r.repromoteAbandonedDemotion(s, now)
 	r.repromoteFencedPrimary(s, now)
 	requeue = soonest(requeue, r.purgeEvictions(s, now))
 	propagateErr := r.propagate(ctx, s)
-	aggregate(s)
+	updateStatus(s)
+	r.recordFailover(s.dbc, failoverBefore)
 	recordReadiness(s.dbc)
 	if propagateErr != nil {
 		return ctrl.Result{}, propagateErr

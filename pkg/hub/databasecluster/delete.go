@@ -51,7 +51,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 	if len(waiting) > 0 {
 		slices.Sort(waiting)
 		meta.SetStatusCondition(&dbc.Status.Conditions, metav1.Condition{
-			Type: dbfleetv1alpha1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: ReasonWaitingForMemberClean,
+			Type: dbfleetv1alpha1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: dbfleetv1alpha1.ReasonWaitingForMemberCleanup,
 			Message: fmt.Sprintf("deletion waits for clusters %s to confirm removal of their shares; annotate %s=true to stop waiting",
 				strings.Join(waiting, ", "), dbfleetv1alpha1.AnnotationForceDelete),
 			ObservedGeneration: dbc.Generation,

@@ -10,24 +10,34 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/scheduling"
 )
 
-// Reasons of the FailoverInProgress condition.
-const (
-	ReasonWaitingForFencing      = "WaitingForFencing"
-	ReasonWaitingForEviction     = "WaitingForEviction"
-	ReasonManualFailoverRequired = "ManualFailoverRequired"
-	ReasonPromoted               = "Promoted"
-	ReasonFailoverComplete       = "FailoverComplete"
-	ReasonRepromoted             = "RepromotedAfterFencing"
-	ReasonDemoting               = "Demoting"
-)
+// ReasonRepromoted is the Event raised when a primary that fenced itself is promoted again.
+const ReasonRepromoted = "RepromotedAfterFencing"
 
 // demotion is a planned primary move in its first step: the old primary's share is written as a
 // replica at the new epoch, and nothing is promoted until its agent confirms.
 type demotion struct {
 	cluster string
 	epoch   int64
+}
+
+// failoverFacts is what one reconcile learnt about the primary's moves, for
+// setFailoverInProgressCondition, the FailoverInProgress condition's only writer.
+type failoverFacts struct {
+	// heldReason and heldMessage, when set, say why a primary move scheduling decided is held
+	// back (Demoting, WaitingForEviction, WaitingForFencing, ManualFailoverRequired,
+	// EvictionRateLimited).
+	heldReason, heldMessage string
+	// promoted, when set, says that this reconcile moved the primary to another cluster.
+	promoted string
+	// pendingSwitchover, when set, says why the switchover spec.primary asks for cannot happen yet.
+	pendingSwitchover string
+}
+
+func (f *failoverFacts) hold(reason, message string) {
+	f.heldReason, f.heldMessage = reason, message
 }
 
 // demoted reports whether the cluster's agent has applied a replica role at epoch or later (it
@@ -51,12 +61,13 @@ type Liveness interface {
 }
 
 // failoverGate decides whether a failover (the primary moves off a cluster that is not Ready) may
-// be applied now. It waits until the old primary's agent has certainly fenced itself: no renewal seen for its
-// fenceAfter plus FencingMargin. With failover: Manual it waits for the user instead. It returns
-// how long to wait (zero: go ahead), the FailoverInProgress reason and a message.
-func (r *Reconciler) failoverGate(ctx context.Context, dbc *dbfleetv1alpha1.DatabaseCluster, old *dbfleetv1alpha1.MemberCluster, from string, now time.Time) (time.Duration, string, string) {
+// be applied now. It waits until the old primary's agent has certainly fenced itself: no renewal
+// seen for its fenceAfter plus FencingMargin, on the hub's own clock and confirmed against the API
+// server (Liveness). With failover: Manual it waits for the user instead. It returns how long to
+// wait (zero: go ahead), the FailoverInProgress reason and a message.
+func (r *Reconciler) failoverGate(ctx context.Context, dbc *dbfleetv1alpha1.DatabaseCluster, old *dbfleetv1alpha1.MemberCluster, from string) (time.Duration, string, string) {
 	if dbc.Spec.Primary != nil && dbc.Spec.Primary.Failover == dbfleetv1alpha1.FailoverManual {
-		return time.Minute, ReasonManualFailoverRequired, fmt.Sprintf(
+		return time.Minute, dbfleetv1alpha1.ReasonManualFailoverRequired, fmt.Sprintf(
 			"primary cluster %s is not ready and failover is Manual: set spec.primary.failover to Automatic to let the hub promote elsewhere", from)
 	}
 	fenceAfter := 15 * time.Second // the agent default, when the cluster never reported its own
@@ -64,40 +75,44 @@ func (r *Reconciler) failoverGate(ctx context.Context, dbc *dbfleetv1alpha1.Data
 		fenceAfter = time.Duration(old.Status.Agent.FenceAfterSeconds) * time.Second
 	}
 	need := fenceAfter + FencingMargin
-	silent, known := time.Duration(0), false
-	if r.Liveness != nil {
-		var err error
-		if silent, err = r.Liveness.ConfirmedSilentFor(ctx, from, need); err != nil {
-			// Unconfirmed silence is no silence: the agent may still hold its primary.
-			return time.Second, ReasonWaitingForFencing, fmt.Sprintf(
-				"primary cluster %s is not ready; promoting elsewhere once its agent has certainly fenced, but its silence could not be confirmed: %v", from, err)
-		}
-		known = true
-	}
-	if !known {
-		// Without the hub's own observations, count only the time the hub itself has been
-		// waiting (the agent was already silent when it began). Status timestamps have second
-		// precision and lastHeartbeat is written lazily, so both could only overstate the
-		// silence: never trust them for this.
-		if c := meta.FindStatusCondition(dbc.Status.Conditions, dbfleetv1alpha1.ConditionFailoverInProgress); c != nil &&
-			c.Status == metav1.ConditionTrue && c.Reason == ReasonWaitingForFencing {
-			silent = now.Sub(c.LastTransitionTime.Time) - time.Second
-		}
+	silent, err := r.Liveness.ConfirmedSilentFor(ctx, from, need)
+	if err != nil {
+		// Unconfirmed silence is no silence: the agent may still hold its primary.
+		return time.Second, dbfleetv1alpha1.ReasonWaitingForFencing, fmt.Sprintf(
+			"primary cluster %s is not ready; promoting elsewhere once its agent has certainly fenced, but its silence could not be confirmed: %v", from, err)
 	}
 	if silent >= need {
 		return 0, "", ""
 	}
-	return need - silent, ReasonWaitingForFencing, fmt.Sprintf(
-		"primary cluster %s is not ready; promoting elsewhere once its agent has certainly fenced (no renewal for %s, seen silent for %s)",
-		from, need, silent.Round(time.Second))
+	// The message leaves out how long the agent has been silent so far: it would change the
+	// condition, and write the status, on every look.
+	return need - silent, dbfleetv1alpha1.ReasonWaitingForFencing, fmt.Sprintf(
+		"primary cluster %s is not ready; promoting elsewhere once its agent has certainly fenced: no renewal seen for %s (its fenceAfter %s plus a margin of %s)",
+		from, need, fenceAfter, FencingMargin)
 }
 
-// setFailover sets the FailoverInProgress condition, reporting whether it changed.
-func setFailover(dbc *dbfleetv1alpha1.DatabaseCluster, status metav1.ConditionStatus, reason, msg string) bool {
-	return meta.SetStatusCondition(&dbc.Status.Conditions, metav1.Condition{
-		Type: dbfleetv1alpha1.ConditionFailoverInProgress, Status: status, Reason: reason, Message: msg,
-		ObservedGeneration: dbc.Generation,
-	})
+// recordFailover raises the Events of a FailoverInProgress change (before is the condition as
+// the reconcile found it) and, when a failover completed, observes how long it took.
+func (r *Reconciler) recordFailover(dbc *dbfleetv1alpha1.DatabaseCluster, before *metav1.Condition) {
+	after := meta.FindStatusCondition(dbc.Status.Conditions, dbfleetv1alpha1.ConditionFailoverInProgress)
+	if after == nil || before != nil && before.Status == after.Status && before.Reason == after.Reason && before.Message == after.Message {
+		return
+	}
+	switch after.Reason {
+	case dbfleetv1alpha1.ReasonDemoting:
+		r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, after.Reason, "Demote", "%s", after.Message)
+	case dbfleetv1alpha1.ReasonWaitingForEviction, dbfleetv1alpha1.ReasonWaitingForFencing, dbfleetv1alpha1.ReasonManualFailoverRequired:
+		r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, after.Reason, "Failover", "%s", after.Message)
+	case dbfleetv1alpha1.ReasonSwitchoverPending:
+		r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, after.Reason, "Switchover", "%s", after.Message)
+	case dbfleetv1alpha1.ReasonFailoverCanceled:
+		r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, after.Reason, "Failover", "%s", after.Message)
+	case dbfleetv1alpha1.ReasonFailoverComplete:
+		if before != nil && before.Status == metav1.ConditionTrue && before.Reason == dbfleetv1alpha1.ReasonPromoted {
+			failoverSeconds.Observe(r.Clock.Since(before.LastTransitionTime.Time).Seconds())
+		}
+	}
+	// Promoted has its PrimaryChanged Event, EvictionRateLimited its EvictionDelayed one.
 }
 
 // repromoteFencedPrimary hands a fresh epoch to a primary whose agent fenced it (it lost the hub
@@ -110,16 +125,46 @@ func (r *Reconciler) repromoteFencedPrimary(s *scope, now time.Time) bool {
 		return false
 	}
 	mc, mdb := s.members[p.Cluster], s.memberDBs[p.Cluster]
-	if mdb == nil || !clusterReady(mc) {
+	if mdb == nil || !scheduling.ClusterReady(mc) {
 		return false
 	}
 	if !meta.IsStatusConditionTrue(mdb.Status.Conditions, dbfleetv1alpha1.ConditionFenced) || mdb.Status.Epoch != p.Epoch || mdb.Spec.Epoch != p.Epoch {
 		return false
 	}
 	since := metav1.NewTime(now)
-	dbc.Status.Primary = &dbfleetv1alpha1.PrimaryStatus{Cluster: p.Cluster, Epoch: p.Epoch + 1, Since: &since}
+	dbc.Status.Primary = &dbfleetv1alpha1.PrimaryStatus{Cluster: p.Cluster, Epoch: p.Epoch + 1, Since: &since, Preferred: p.Preferred}
 	promotions.Inc()
 	r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, ReasonRepromoted, "Promote",
 		"primary on %s fenced itself at epoch %d while cut off; promoted again at epoch %d", p.Cluster, p.Epoch, p.Epoch+1)
+	return true
+}
+
+// ReasonDemotionAbandoned is the Event raised when a planned move is dropped after the old
+// primary was already told to step down, and that primary is promoted again.
+const ReasonDemotionAbandoned = "DemotionAbandoned"
+
+// repromoteAbandonedDemotion hands a fresh epoch to a primary whose demotion was written (its
+// share at a higher epoch than status.primary's, as a replica) but whose move is no longer called
+// for: the primary's cluster came back between its Ready condition and its taints, say. Writing
+// the share back at the old epoch would be an epoch going backwards, which the agent never acts
+// on: the demoted primary would stay a replica for good. It returns whether it did.
+func (r *Reconciler) repromoteAbandonedDemotion(s *scope, now time.Time) bool {
+	dbc := s.dbc
+	p := dbc.Status.Primary
+	if s.demotion != nil || s.failover.heldReason != "" || p == nil || p.Cluster == "" {
+		return false // the move goes on
+	}
+	// On a cluster that is not Ready the move is a failover now: the share stays demoted.
+	mdb := s.memberDBs[p.Cluster]
+	if mdb == nil || mdb.Spec.Epoch <= p.Epoch || !scheduling.ClusterReady(s.members[p.Cluster]) {
+		return false
+	}
+	since := metav1.NewTime(now)
+	epoch := mdb.Spec.Epoch + 1
+	dbc.Status.Primary = &dbfleetv1alpha1.PrimaryStatus{Cluster: p.Cluster, Epoch: epoch, Since: &since, Preferred: p.Preferred}
+	promotions.Inc()
+	r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, ReasonDemotionAbandoned, "Promote",
+		"the move off %s was dropped after its primary was told to step down at epoch %d; promoted again there at epoch %d",
+		p.Cluster, mdb.Spec.Epoch, epoch)
 	return true
 }

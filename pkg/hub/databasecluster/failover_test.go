@@ -3,6 +3,7 @@ package databasecluster
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,20 +32,29 @@ func TestFailoverGatePromotesOnlyOnConfirmedSilence(t *testing.T) {
 	// The hub heard nothing for longer than needed, but the agent renewed 2 s ago.
 	clock.Step(need + time.Second)
 	apiRenewTime = clock.Now().Add(-2 * time.Second)
-	if wait, reason, msg := r.failoverGate(ctx, dbc, old, "east", clock.Now()); wait != need || reason != ReasonWaitingForFencing {
-		t.Fatalf("with a renewal the watch had not delivered: wait %s, reason %q (%s); want %s, %s", wait, reason, msg, need, ReasonWaitingForFencing)
+	if wait, reason, msg := r.failoverGate(ctx, dbc, old, "east"); wait != need || reason != dbfleetv1alpha1.ReasonWaitingForFencing {
+		t.Fatalf("with a renewal the watch had not delivered: wait %s, reason %q (%s); want %s, %s", wait, reason, msg, need, dbfleetv1alpha1.ReasonWaitingForFencing)
 	}
 
 	// The Lease cannot be read: the silence is not confirmed, so no promotion.
 	clock.Step(need + time.Second)
 	readErr = errors.New("the server is currently unable to handle the request")
-	if wait, reason, msg := r.failoverGate(ctx, dbc, old, "east", clock.Now()); wait == 0 || reason != ReasonWaitingForFencing {
-		t.Fatalf("with the Lease unreadable: wait %s, reason %q (%s); want a wait, %s", wait, reason, msg, ReasonWaitingForFencing)
+	if wait, reason, msg := r.failoverGate(ctx, dbc, old, "east"); wait == 0 || reason != dbfleetv1alpha1.ReasonWaitingForFencing {
+		t.Fatalf("with the Lease unreadable: wait %s, reason %q (%s); want a wait, %s", wait, reason, msg, dbfleetv1alpha1.ReasonWaitingForFencing)
 	}
 
 	// Confirmed: no renewal since; the agent has fenced itself.
 	readErr = nil
-	if wait, reason, msg := r.failoverGate(ctx, dbc, old, "east", clock.Now()); wait != 0 {
+	if wait, reason, msg := r.failoverGate(ctx, dbc, old, "east"); wait != 0 {
 		t.Fatalf("with the silence confirmed: wait %s, reason %q (%s); want to go ahead", wait, reason, msg)
+	}
+}
+
+// Without the hub's own observations the gate cannot know when an agent has fenced: the
+// controller refuses to start rather than guess from status timestamps.
+func TestTheControllerNeedsTheLivenessObserver(t *testing.T) {
+	err := (&Reconciler{}).SetupWithManager(nil)
+	if err == nil || !strings.Contains(err.Error(), "liveness observer") {
+		t.Errorf("SetupWithManager without Liveness: %v, want a refusal naming the liveness observer", err)
 	}
 }

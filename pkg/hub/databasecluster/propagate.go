@@ -28,6 +28,13 @@ func (r *Reconciler) propagate(ctx context.Context, s *scope) error {
 		if d := s.demotion; d != nil && d.cluster == p.Cluster {
 			desired.Spec.Role, desired.Spec.Epoch = dbfleetv1alpha1.RoleReplica, d.epoch
 		}
+		if existing := s.memberDBs[p.Cluster]; existing != nil && existing.Spec.Epoch > desired.Spec.Epoch {
+			// A share told to step down at a higher epoch (a demotion whose move is held or was
+			// dropped) stays as told: its agent never acts on a lower epoch, and the move either
+			// goes on at that epoch or the primary is promoted again above it
+			// (repromoteAbandonedDemotion).
+			desired.Spec.Role, desired.Spec.Epoch = existing.Spec.Role, existing.Spec.Epoch
+		}
 		if err := r.writeMemberDatabase(ctx, s, p.Cluster, desired); err != nil {
 			s.propagationErrors[p.Cluster] = err
 		}

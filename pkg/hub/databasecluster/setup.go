@@ -2,6 +2,7 @@ package databasecluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -50,7 +51,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg hub.Config) error {
 		Recorder: mgr.GetEventRecorder("dbfleet-hub"),
 		Clock:    clock.RealClock{},
 	}
-	if cfg.Liveness != nil {
+	if cfg.Liveness != nil { // a nil *liveness.Observer must stay a nil Liveness
 		r.Liveness = cfg.Liveness
 	}
 	if t := cfg.DefaultUnreachableToleration; t != nil {
@@ -67,6 +68,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg hub.Config) error {
 // deletion, not its own status writes), its MemberDatabases, the policies that may select it, and
 // the MemberClusters whose placement-relevant state changes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Liveness == nil {
+		return errors.New("the databasecluster controller needs the hub's liveness observer (hub.Config.Liveness, fed by the clusterhealth controller): its failover gate promotes only on a silence the hub observed itself")
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&dbfleetv1alpha1.DatabaseCluster{}, builder.WithPredicates(predicate.Or(

@@ -258,6 +258,66 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			field: "spec.resourceSelectors", message: "a PropagationPolicy selects only in its own namespace",
 		},
 		{
+			name: "selector name no DatabaseCluster can have", kind: "PropagationPolicy",
+			spec:  "  resourceSelectors:\n    - name: Orders_1\n  placement: {}\n",
+			field: "spec.resourceSelectors[0].name", message: "should match",
+		},
+		{
+			name: "selector name too long for a DatabaseCluster", kind: "PropagationPolicy",
+			spec:  "  resourceSelectors:\n    - name: " + strings.Repeat("a", 53) + "\n  placement: {}\n",
+			field: "spec.resourceSelectors[0].name", message: "may not be more than 52 bytes",
+		},
+		{
+			name: "selector namespace not a DNS label", kind: "ClusterPropagationPolicy",
+			spec:  "  resourceSelectors:\n    - namespace: Shop\n  placement: {}\n",
+			field: "spec.resourceSelectors[0].namespace", message: "should match",
+		},
+		{
+			name: "selector with name and labelSelector", kind: "PropagationPolicy",
+			spec:  "  resourceSelectors:\n    - name: orders\n      labelSelector: {matchLabels: {tier: gold}}\n  placement: {}\n",
+			field: "spec.resourceSelectors[0]", message: "set name or labelSelector, not both",
+		},
+		{
+			name: "label selector with an unknown operator", kind: "PropagationPolicy",
+			spec:  "  resourceSelectors:\n    - labelSelector:\n        matchExpressions: [{key: tier, operator: Equals, values: [gold]}]\n  placement: {}\n",
+			field: "spec.resourceSelectors[0].labelSelector.matchExpressions", message: "operator must be In, NotIn, Exists or DoesNotExist",
+		},
+		{
+			name: "label selector In without values", kind: "ClusterPropagationPolicy",
+			spec:  "  resourceSelectors:\n    - labelSelector:\n        matchExpressions: [{key: tier, operator: In}]\n  placement: {}\n",
+			field: "spec.resourceSelectors[0].labelSelector.matchExpressions", message: "values must not be empty for operator In or NotIn",
+		},
+		{
+			name: "label selector Exists with values", kind: "PropagationPolicy",
+			spec:  "  resourceSelectors:\n    - labelSelector:\n        matchExpressions: [{key: tier, operator: Exists, values: [gold]}]\n  placement: {}\n",
+			field: "spec.resourceSelectors[0].labelSelector.matchExpressions", message: "values must be empty for operator Exists or DoesNotExist",
+		},
+		{
+			name: "label selector key not a label key", kind: "PropagationPolicy",
+			spec:  "  resourceSelectors:\n    - labelSelector:\n        matchExpressions: [{key: 'tier/gold/x', operator: Exists}]\n  placement: {}\n",
+			field: "spec.resourceSelectors[0].labelSelector.matchExpressions", message: "key must be a label key",
+		},
+		{
+			name: "label selector value not a label value", kind: "PropagationPolicy",
+			spec:  "  resourceSelectors:\n    - labelSelector:\n        matchExpressions: [{key: tier, operator: NotIn, values: ['gold silver']}]\n  placement: {}\n",
+			field: "spec.resourceSelectors[0].labelSelector.matchExpressions[0].values[0]", message: "should match",
+		},
+		{
+			name: "matchLabels key not a label key", kind: "ClusterPropagationPolicy",
+			spec:  "  resourceSelectors:\n    - labelSelector: {matchLabels: {'-tier': gold}}\n  placement: {}\n",
+			field: "spec.resourceSelectors[0].labelSelector.matchLabels", message: "matchLabels keys must be label keys",
+		},
+		{
+			name: "matchLabels value not a label value", kind: "PropagationPolicy",
+			spec:  "  resourceSelectors:\n    - labelSelector: {matchLabels: {tier: 'gold!'}}\n  placement: {}\n",
+			field: "spec.resourceSelectors[0].labelSelector.matchLabels.tier", message: "should match",
+		},
+		{
+			name: "matchLabels value too long", kind: "PropagationPolicy",
+			spec:  "  resourceSelectors:\n    - labelSelector: {matchLabels: {tier: " + strings.Repeat("g", 64) + "}}\n  placement: {}\n",
+			field: "spec.resourceSelectors[0].labelSelector.matchLabels.tier", message: "may not be more than 63 bytes",
+		},
+		{
 			name: "unknown purge mode", kind: "PropagationPolicy",
 			spec:  ppSelectors + "  placement: {}\n  failover:\n    application:\n      purgeMode: Sometimes\n",
 			field: "spec.failover.application.purgeMode", message: `supported values: "Immediately", "Gracefully", "Never"`,
@@ -332,6 +392,35 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			err := hub.Client.Create(ctx, obj, strict)
 			assertInvalid(t, err, tc.field, tc.message)
 		})
+	}
+}
+
+// TestValidResourceSelectorsAreAccepted: every form labels.Selector accepts passes admission.
+func TestValidResourceSelectorsAreAccepted(t *testing.T) {
+	ctx := context.Background()
+	ensureNamespace(ctx, t, "admission")
+	for _, kind := range []string{"PropagationPolicy", "ClusterPropagationPolicy"} {
+		spec := `  resourceSelectors:
+    - {}
+    - name: orders
+    - name: ` + strings.Repeat("a", 52) + `
+    - labelSelector: {}
+    - labelSelector:
+        matchLabels: {tier: gold, example.com/team: db-team_1, empty: ""}
+        matchExpressions:
+          - {key: tier, operator: In, values: [gold, silver]}
+          - {key: example.com/zone, operator: NotIn, values: [a.b-c_d]}
+          - {key: legacy, operator: Exists}
+          - {key: legacy, operator: DoesNotExist, values: []}
+  placement: {}
+`
+		if kind == "ClusterPropagationPolicy" { // only its selectors may name a namespace
+			spec = strings.Replace(spec, "    - {}\n", "    - {}\n    - namespace: shop\n    - {namespace: shop, name: orders}\n", 1)
+		}
+		obj := object(t, kind, uniqueName("selectors"), spec)
+		if err := hub.Client.Create(ctx, obj, strict); err != nil {
+			t.Errorf("%s with valid selectors rejected: %v", kind, err)
+		}
 	}
 }
 

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/hub"
 	"github.com/dbfleet/dbfleet/pkg/hub/databasecluster"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
@@ -48,6 +47,7 @@ func replicaCluster(dbc *dbfleetv1alpha1.DatabaseCluster) string {
 // recoverCluster makes a lost cluster healthy again, as clusterhealth does when its agent renews.
 func (f *fixture) recoverCluster(cluster string) {
 	f.t.Helper()
+	f.renewAsAgent(cluster, metav1.Now())
 	f.setReady(cluster, metav1.ConditionTrue)
 	f.updateMember(cluster, func(mc *dbfleetv1alpha1.MemberCluster) { mc.Spec.Taints = nil })
 }
@@ -153,7 +153,7 @@ func TestNoEvictionWithNowhereToGo(t *testing.T) {
 	f.loseCluster(a, 1)
 	held := f.waitDatabase("orders", "unschedulable, placement kept", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
 		c := meta.FindStatusCondition(d.Status.Conditions, dbfleetv1alpha1.ConditionScheduled)
-		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == databasecluster.ReasonUnschedulable &&
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == dbfleetv1alpha1.ReasonUnschedulable &&
 			strings.Contains(c.Message, "current placement (if any) is kept")
 	})
 	if got := shares(held); len(got) != 1 || got[a] != 2 || len(held.Status.Evictions) != 0 {
@@ -207,34 +207,170 @@ func TestApplicationFailoverMovesAFailedShare(t *testing.T) {
 	waitNoMemberDatabase(f, "orders", failing)
 }
 
-// TestEvictionRateLimit: with a burst of one and a slow rate, the second database's eviction
-// waits, counted by dbfleet_hub_evictions_delayed_total.
-func TestEvictionRateLimit(t *testing.T) {
+// TestEvictionRateLimitDelaysAndThenEvicts: with a burst of one and a token every 10 s, the
+// second database's eviction waits (dbfleet_hub_evictions_delayed_total), then happens when the
+// limit allows. dbfleet_hub_evictions_total counts each eviction once, when it is adopted: not
+// the passes held back by the limit.
+func TestEvictionRateLimitDelaysAndThenEvicts(t *testing.T) {
 	f := newFixture(t)
+	cfg := hubConfig()
+	cfg.EvictionRate, cfg.EvictionBurst = 0.1, 1
 	startManager(t, env.Config, ctrl.Options{}, func(ctx context.Context, mgr ctrl.Manager) error {
-		return databasecluster.Setup(ctx, mgr, hub.Config{EvictionRate: 0.01, EvictionBurst: 1})
+		return databasecluster.Setup(ctx, mgr, cfg)
 	})
 	f.member("a", "r1", 100)
 	f.member("b", "r2", 100)
 	failoverPolicy(f, 1)
 	first := placedAndReady(f, "orders", 2, 2)
-	placedAndReady(f, "payments", 2, 2)
-	// Both databases have a share there; a primary among them first waits for fencing, then
-	// for the limit like any eviction.
+	second := placedAndReady(f, "payments", 2, 2)
+	// Both databases have a replica, not their primary, there (the primary goes to the first
+	// name on a tie): their evictions wait for nothing but the limit.
 	lost := replicaCluster(first)
-	delayedBefore := framework.MetricSum(t, "dbfleet_hub_evictions_delayed_total", nil)
-	f.loseCluster(lost, 1)
-	err := framework.WaitFor(f.ctx, framework.DefaultTimeout, "one eviction done, one delayed", func(context.Context) (bool, error) {
+	if replicaCluster(second) != lost {
+		t.Fatalf("the primaries are on different clusters: %+v, %+v", first.Status.Primary, second.Status.Primary)
+	}
+	evicted := func() float64 {
+		return framework.MetricSum(t, "dbfleet_hub_evictions_total", map[string]string{"reason": string(dbfleetv1alpha1.EvictionClusterFailure)})
+	}
+	delayedBefore, evictedBefore := framework.MetricSum(t, "dbfleet_hub_evictions_delayed_total", nil), evicted()
+	offLost := func() int {
 		n := 0
 		for _, name := range []string{"orders", "payments"} {
 			if _, placed := shares(f.getDatabase(name))[lost]; !placed {
 				n++
 			}
 		}
-		return n == 1 && framework.MetricSum(t, "dbfleet_hub_evictions_delayed_total", nil) > delayedBefore, nil
+		return n
+	}
+	f.loseCluster(lost, 1)
+	err := framework.WaitFor(f.ctx, framework.DefaultTimeout, "one eviction done, one delayed", func(context.Context) (bool, error) {
+		return offLost() == 1 && framework.MetricSum(t, "dbfleet_hub_evictions_delayed_total", nil) >= delayedBefore+1, nil
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := evicted() - evictedBefore; got != 1 {
+		t.Errorf("dbfleet_hub_evictions_total grew by %v while one eviction was done and one held back, want 1", got)
+	}
+	if err := framework.WaitFor(f.ctx, framework.DefaultTimeout, "the delayed eviction done", func(context.Context) (bool, error) {
+		return offLost() == 2, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := evicted() - evictedBefore; got != 2 {
+		t.Errorf("dbfleet_hub_evictions_total grew by %v for two evictions, want 2", got)
+	}
+}
+
+// purgePolicy gives the failoverPolicy's cluster failovers the given purge mode and grace period.
+func purgePolicy(f *fixture, mode dbfleetv1alpha1.PurgeMode, grace *int32) {
+	f.t.Helper()
+	failoverPolicy(f, 1)
+	pp := &dbfleetv1alpha1.PropagationPolicy{}
+	if err := f.c.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "spread"}, pp); err != nil {
+		f.t.Fatal(err)
+	}
+	pp.Spec.Failover = &dbfleetv1alpha1.FailoverBehavior{Cluster: &dbfleetv1alpha1.ClusterFailoverBehavior{PurgeMode: mode, GracePeriodSeconds: grace}}
+	if err := f.c.Update(f.ctx, pp); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// TestPurgeModeNeverKeepsTheShareUntilItIsDeleted: with purgeMode Never the evicted share stays
+// after its replacement is Ready, until a person deletes its MemberDatabase.
+func TestPurgeModeNeverKeepsTheShareUntilItIsDeleted(t *testing.T) {
+	f := newFixture(t)
+	startHub(t)
+	f.member("a", "r1", 100)
+	f.member("b", "r2", 100)
+	f.member("c", "r3", 100)
+	purgePolicy(f, dbfleetv1alpha1.PurgeNever, nil)
+	dbc := placedAndReady(f, "orders", 3, 3)
+	lost := replicaCluster(dbc)
+	f.loseCluster(lost, 1)
+	evicted := f.waitDatabase("orders", "share evicted and kept", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		_, placed := shares(d)[lost]
+		return !placed && evictionOf(d, lost) != nil
+	})
+	if e := evictionOf(evicted, lost); e.PurgeMode != dbfleetv1alpha1.PurgeNever || e.PurgeAfter != nil {
+		t.Errorf("eviction %+v, want Never without purgeAfter", e)
+	}
+	f.waitMemberDatabases("orders", shares(evicted))
+	reportReady(f, "orders")
+	// The reconcile that sees every replacement ready is the one that would purge a Gracefully
+	// kept share.
+	ready := f.waitDatabase("orders", "replacements ready", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return d.Status.ReadyReplicas == 3 && hasCondition(d, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue, "")
+	})
+	if evictionOf(ready, lost) == nil || !hasCondition(ready, dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, dbfleetv1alpha1.ReasonEvictingShares) {
+		t.Fatalf("the Never share was dropped once the replacements were ready: %s", describe(ready))
+	}
+	kept := f.memberDatabases("orders")[lost]
+	if kept == nil || !kept.DeletionTimestamp.IsZero() {
+		t.Fatalf("the Never share's MemberDatabase must stay: %+v", kept)
+	}
+
+	// A person deletes it: the eviction is over.
+	if err := f.c.Delete(f.ctx, kept); err != nil {
+		t.Fatal(err)
+	}
+	f.waitDatabase("orders", "eviction gone with its MemberDatabase", func(d *dbfleetv1alpha1.DatabaseCluster) bool { return len(d.Status.Evictions) == 0 })
+	waitNoMemberDatabase(f, "orders", lost)
+	f.waitEvent("orders", "EvictedSharePurged", lost, "its MemberDatabase was removed")
+}
+
+// TestPurgeModeImmediatelyRemovesTheShareAtOnce: with purgeMode Immediately the evicted share's
+// MemberDatabase goes with the eviction, before any replacement is ready, and nothing is kept.
+func TestPurgeModeImmediatelyRemovesTheShareAtOnce(t *testing.T) {
+	f := newFixture(t)
+	startHub(t)
+	f.member("a", "r1", 100)
+	f.member("b", "r2", 100)
+	f.member("c", "r3", 100)
+	purgePolicy(f, dbfleetv1alpha1.PurgeImmediately, nil)
+	dbc := placedAndReady(f, "orders", 3, 3)
+	lost := replicaCluster(dbc)
+	f.loseCluster(lost, 1)
+	evicted := f.waitDatabase("orders", "share evicted", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		_, placed := shares(d)[lost]
+		return !placed
+	})
+	if len(evicted.Status.Evictions) != 0 {
+		t.Errorf("evictions %+v, want none kept", evicted.Status.Evictions)
+	}
+	// No replacement reports ready: only the purge mode removes the share.
+	waitNoMemberDatabase(f, "orders", lost)
+	if d := f.getDatabase("orders"); d.Status.ReadyReplicas == 3 {
+		t.Errorf("the replacement is ready (%s): the test did not separate Immediately from Gracefully", d.Status.Ready)
+	}
+}
+
+// TestGracePeriodEndPurgesTheShare: a Gracefully kept share whose replacement never becomes
+// ready is purged when its gracePeriodSeconds end.
+func TestGracePeriodEndPurgesTheShare(t *testing.T) {
+	f := newFixture(t)
+	startHub(t)
+	f.member("a", "r1", 100)
+	f.member("b", "r2", 100)
+	f.member("c", "r3", 100)
+	purgePolicy(f, dbfleetv1alpha1.PurgeGracefully, ptr.To[int32](2))
+	dbc := placedAndReady(f, "orders", 3, 3)
+	lost := replicaCluster(dbc)
+	f.loseCluster(lost, 1)
+	evicted := f.waitDatabase("orders", "share evicted and kept", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		_, placed := shares(d)[lost]
+		return !placed && evictionOf(d, lost) != nil
+	})
+	e := evictionOf(evicted, lost)
+	if e.PurgeMode != dbfleetv1alpha1.PurgeGracefully || e.PurgeAfter == nil || e.PurgeAfter.Sub(e.Since.Time) != 2*time.Second {
+		t.Fatalf("eviction %+v, want Gracefully with purgeAfter 2 s after since", e)
+	}
+	// Nothing reports the replacement ready; the grace period alone ends the eviction.
+	f.waitDatabase("orders", "eviction purged", func(d *dbfleetv1alpha1.DatabaseCluster) bool { return len(d.Status.Evictions) == 0 })
+	waitNoMemberDatabase(f, "orders", lost)
+	f.waitEvent("orders", "EvictedSharePurged", lost, "its grace period ended")
+	if d := f.getDatabase("orders"); d.Status.ReadyReplicas == 3 {
+		t.Errorf("the replacement is ready (%s): the test did not separate the grace period from readiness", d.Status.Ready)
 	}
 }
 

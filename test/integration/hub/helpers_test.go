@@ -11,6 +11,7 @@ import (
 
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -388,3 +389,27 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 var _ = time.Second
+
+// waitEvent waits for an Event of the given reason on the named DatabaseCluster whose note
+// contains every part.
+func (f *fixture) waitEvent(name, reason string, parts ...string) {
+	f.t.Helper()
+	var seen []string
+	err := framework.WaitFor(f.ctx, framework.DefaultTimeout, reason+" Event", func(ctx context.Context) (bool, error) {
+		events := &eventsv1.EventList{}
+		if err := f.c.List(ctx, events, client.InNamespace(f.ns)); err != nil {
+			return false, err
+		}
+		seen = seen[:0]
+		for _, e := range events.Items {
+			if e.Regarding.Name == name && e.Reason == reason && containsAll(e.Note, parts...) {
+				return true, nil
+			}
+			seen = append(seen, e.Reason+": "+e.Note)
+		}
+		return false, nil
+	})
+	if err != nil {
+		f.t.Fatalf("%v; Events seen:\n%s", err, strings.Join(seen, "\n"))
+	}
+}

@@ -26,14 +26,14 @@ func TestPolicyPrecedenceAndRematching(t *testing.T) {
 
 	f.database("orders", 1, map[string]string{"tier": "critical"})
 	f.waitDatabase("orders", "NoPolicy", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return hasCondition(d, dbfleetv1alpha1.ConditionScheduled, metav1.ConditionFalse, databasecluster.ReasonNoPolicy) &&
+		return hasCondition(d, dbfleetv1alpha1.ConditionScheduled, metav1.ConditionFalse, dbfleetv1alpha1.ReasonNoPolicy) &&
 			d.Status.Policy == nil
 	})
 
 	f.policy("critical", 0, map[string]string{"tier": "critical"}, divided())
 	f.waitDatabase("orders", "bound to critical", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
 		return d.Status.Policy != nil && d.Status.Policy.Name == "critical" &&
-			hasCondition(d, dbfleetv1alpha1.ConditionScheduled, metav1.ConditionTrue, databasecluster.ReasonScheduled)
+			hasCondition(d, dbfleetv1alpha1.ConditionScheduled, metav1.ConditionTrue, dbfleetv1alpha1.ReasonScheduled)
 	})
 
 	// A higher priority policy takes over.
@@ -148,7 +148,7 @@ func TestUnschedulableExplainsWhy(t *testing.T) {
 	f.policy("spread", 0, map[string]string{"app": "orders"}, divided())
 	f.database("orders", 2, map[string]string{"app": "orders"})
 	dbc := f.waitDatabase("orders", "unschedulable", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return hasCondition(d, dbfleetv1alpha1.ConditionScheduled, metav1.ConditionFalse, databasecluster.ReasonUnschedulable)
+		return hasCondition(d, dbfleetv1alpha1.ConditionScheduled, metav1.ConditionFalse, dbfleetv1alpha1.ReasonUnschedulable)
 	})
 	msg := meta.FindStatusCondition(dbc.Status.Conditions, dbfleetv1alpha1.ConditionScheduled).Message
 	if !containsAll(msg, "0/", "clusters") {
@@ -177,7 +177,7 @@ func TestStatusAggregation(t *testing.T) {
 
 	// Nothing reported yet: Progressing, not Available.
 	f.waitDatabase("orders", "progressing before agents report", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return hasCondition(d, dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, databasecluster.ReasonRollingOut) &&
+		return hasCondition(d, dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, dbfleetv1alpha1.ReasonRollingOut) &&
 			hasCondition(d, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionFalse, "")
 	})
 
@@ -185,7 +185,7 @@ func TestStatusAggregation(t *testing.T) {
 	f.reportAsAgent(mdbs[primary], shares(dbc)[primary], true)
 	f.reportAsAgent(mdbs[other], shares(dbc)[other], true)
 	ready := f.waitDatabase("orders", "available", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return hasCondition(d, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue, databasecluster.ReasonPrimaryReady) &&
+		return hasCondition(d, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue, dbfleetv1alpha1.ReasonPrimaryReady) &&
 			hasCondition(d, dbfleetv1alpha1.ConditionProgressing, metav1.ConditionFalse, "") &&
 			hasCondition(d, dbfleetv1alpha1.ConditionDegraded, metav1.ConditionFalse, "") &&
 			d.Status.ReadyReplicas == 4 && d.Status.Ready == "4/4"
@@ -201,7 +201,7 @@ func TestStatusAggregation(t *testing.T) {
 	// DatabaseCluster says it is degraded, naming the cluster.
 	f.setReady(other, metav1.ConditionUnknown)
 	silent := f.waitDatabase("orders", "silent member is Unknown", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return hasCondition(d, dbfleetv1alpha1.ConditionDegraded, metav1.ConditionTrue, databasecluster.ReasonSharesUnknown)
+		return hasCondition(d, dbfleetv1alpha1.ConditionDegraded, metav1.ConditionTrue, dbfleetv1alpha1.ReasonSharesUnknown)
 	})
 	for _, p := range silent.Status.Placements {
 		if p.Cluster == other && (p.State != dbfleetv1alpha1.PlacementUnknown || p.ReadyReplicas != 0) {
@@ -220,7 +220,7 @@ func TestStatusAggregation(t *testing.T) {
 	// The primary's agent goes silent too: Available is Unknown.
 	f.setReady(primary, metav1.ConditionUnknown)
 	f.waitDatabase("orders", "available unknown", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return hasCondition(d, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionUnknown, databasecluster.ReasonPrimaryUnknown)
+		return hasCondition(d, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionUnknown, dbfleetv1alpha1.ReasonPrimaryClusterUnknown)
 	})
 }
 
@@ -246,7 +246,7 @@ func TestDeleteWaitsForMemberCleanup(t *testing.T) {
 	}
 	f.waitDatabase("orders", "deletion blocked by b", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
 		c := meta.FindStatusCondition(d.Status.Conditions, dbfleetv1alpha1.ConditionProgressing)
-		return c != nil && c.Reason == databasecluster.ReasonWaitingForMemberClean && containsAll(c.Message, b) && !containsAll(c.Message, a)
+		return c != nil && c.Reason == dbfleetv1alpha1.ReasonWaitingForMemberCleanup && containsAll(c.Message, b) && !containsAll(c.Message, a)
 	})
 	if got := f.memberDatabases("orders"); len(got) != 1 || got[b] == nil {
 		t.Fatalf("MemberDatabases while blocked: %v, want only %s's", sortedKeys(got), b)
@@ -280,7 +280,7 @@ func TestForceDeleteStopsWaitingForASilentMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitDatabase("orders", "deletion blocked", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return hasCondition(d, dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, databasecluster.ReasonWaitingForMemberClean)
+		return hasCondition(d, dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, dbfleetv1alpha1.ReasonWaitingForMemberCleanup)
 	})
 	f.updateDatabase("orders", func(d *dbfleetv1alpha1.DatabaseCluster) {
 		d.Annotations = map[string]string{dbfleetv1alpha1.AnnotationForceDelete: "true"}

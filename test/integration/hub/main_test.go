@@ -5,9 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -15,7 +18,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/dbfleet/dbfleet/pkg/hub"
+	"github.com/dbfleet/dbfleet/pkg/hub/clusterhealth"
 	"github.com/dbfleet/dbfleet/pkg/hub/databasecluster"
+	"github.com/dbfleet/dbfleet/pkg/hub/liveness"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
@@ -63,9 +68,40 @@ func startHubWith(t *testing.T, setup func(context.Context, ctrl.Manager) error)
 // startHubAs runs the hub with the given identity and manager options (leader election, say).
 func startHubAs(t *testing.T, cfg *rest.Config, opts ctrl.Options) (stop func()) {
 	t.Helper()
+	hubCfg := hubConfig()
 	return startManager(t, cfg, opts, func(ctx context.Context, mgr ctrl.Manager) error {
-		return databasecluster.Setup(ctx, mgr, hub.Config{})
+		return databasecluster.Setup(ctx, mgr, hubCfg)
 	})
+}
+
+var (
+	observerMu sync.Mutex
+	// observer is the liveness observer of the hub started last: the tests play the part of the
+	// clusterhealth controller's Lease watch and feed it (see loseCluster).
+	observer *liveness.Observer
+)
+
+// hubConfig is the configuration of a new hub: the production liveness observer, new with each
+// hub as in `hub run`, confirming silences with a read of the agent's Lease from the API server
+// (clusterhealth.ReadRenewTime) as the clusterhealth controller sets it up.
+func hubConfig() hub.Config {
+	obs := liveness.NewObserver(clock.RealClock{})
+	obs.SetReader(clusterhealth.ReadRenewTime(env.Client))
+	observerMu.Lock()
+	defer observerMu.Unlock()
+	observer = obs
+	return hub.Config{Liveness: obs}
+}
+
+// observeRenewal tells the running hub's observer about an agent's Lease renewal, as the
+// clusterhealth controller's Lease watch does when it delivers one.
+func observeRenewal(cluster string, renewTime time.Time) {
+	observerMu.Lock()
+	obs := observer
+	observerMu.Unlock()
+	if obs != nil {
+		obs.Observe(cluster, renewTime)
+	}
 }
 
 func startManager(t *testing.T, cfg *rest.Config, opts ctrl.Options, setup func(context.Context, ctrl.Manager) error) (stop func()) {

@@ -1,19 +1,20 @@
-package databasecluster
+package scheduling
 
 import (
+	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
-	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/placement"
 )
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -160,8 +161,8 @@ func TestPurgeModes(t *testing.T) {
 			unreachableSince(members["east"], t0)
 			now := t0.Add(11 * time.Second)
 			out := Schedule(dbc, pps, nil, members, now, Options{})
-			if out.FailureEvictions != 1 {
-				t.Errorf("FailureEvictions = %d, want 1", out.FailureEvictions)
+			if out.FailureEvictions() != 1 {
+				t.Errorf("FailureEvictions = %d, want 1", out.FailureEvictions())
 			}
 			if !tc.wantKept {
 				if len(dbc.Status.Evictions) != 0 || len(out.Purged) != 1 || out.Purged[0] != "east" {
@@ -195,7 +196,7 @@ func TestUnschedulableEvictionKeepsTheShare(t *testing.T) {
 		t.Fatalf("with nowhere to go the share must stay: err=%v %v evictions=%+v", out.Err, sharesOf(dbc), dbc.Status.Evictions)
 	}
 	c := meta.FindStatusCondition(dbc.Status.Conditions, dbfleetv1alpha1.ConditionScheduled)
-	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonUnschedulable {
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != dbfleetv1alpha1.ReasonUnschedulable {
 		t.Errorf("Scheduled = %+v, want False/Unschedulable saying the placement is kept", c)
 	}
 }
@@ -214,33 +215,6 @@ func TestDuplicatedFollowsTheFleet(t *testing.T) {
 	}
 }
 
-func TestApplicationFailureIsAvoided(t *testing.T) {
-	tolerate := int32(60)
-	failover := &dbfleetv1alpha1.FailoverBehavior{Application: &dbfleetv1alpha1.ApplicationFailoverBehavior{
-		DecisionConditions: dbfleetv1alpha1.DecisionConditions{TolerationSeconds: &tolerate}}}
-	dbc := newDB(2)
-	dbc.Status.Placements = []dbfleetv1alpha1.ClusterPlacement{{Cluster: "east", Replicas: 1}, {Cluster: "west", Replicas: 1}}
-	unavailable := func(since time.Time) *dbfleetv1alpha1.MemberDatabase {
-		m := mdb(1, 1, 1, 1, 0)
-		m.Status.Conditions = []metav1.Condition{{Type: dbfleetv1alpha1.ConditionAvailable, Status: metav1.ConditionFalse,
-			Reason: "Test", LastTransitionTime: metav1.NewTime(since)}}
-		return m
-	}
-	s := &scope{dbc: dbc, members: fleet("east", "west"), memberDBs: map[string]*dbfleetv1alpha1.MemberDatabase{
-		"east": unavailable(t0), "west": mdb(1, 1, 1, 1, 1, "Available")}}
-	avoid, next := avoidClusters(s, failover, t0.Add(45*time.Second))
-	if len(avoid) != 0 || next != 16*time.Second {
-		t.Errorf("45 s into a 60 s toleration (+1 s for the condition's precision): avoid=%v next=%s, want none and 16s", avoid, next)
-	}
-	avoid, _ = avoidClusters(s, failover, t0.Add(61*time.Second))
-	if avoid["east"] != dbfleetv1alpha1.EvictionApplicationFailure || len(avoid) != 1 {
-		t.Errorf("past the toleration: avoid=%v, want east", avoid)
-	}
-	if avoid, _ := avoidClusters(s, nil, t0.Add(time.Hour)); len(avoid) != 0 {
-		t.Errorf("application failover is off without failover.application: avoid=%v", avoid)
-	}
-}
-
 func sharesOf(dbc *dbfleetv1alpha1.DatabaseCluster) map[string]int32 {
 	out := map[string]int32{}
 	for _, p := range dbc.Status.Placements {
@@ -249,29 +223,29 @@ func sharesOf(dbc *dbfleetv1alpha1.DatabaseCluster) map[string]int32 {
 	return out
 }
 
-// A database let through the eviction limit is not charged again when its reconcile is retried
-// (its status write failed, say); another database still waits for the refill.
-func TestEvictionGrantSurvivesARetry(t *testing.T) {
-	r := &Reconciler{EvictionLimiter: rate.NewLimiter(rate.Every(100*time.Second), 1)}
-	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
-	orders := types.NamespacedName{Namespace: "shop", Name: "orders"}
-	payments := types.NamespacedName{Namespace: "shop", Name: "payments"}
-	if wait := r.evictionDelay(orders, 1, now); wait != 0 {
-		t.Fatalf("first eviction waits %s, want 0 (a full bucket)", wait)
+// The hub hands Schedule the cache's own policies and MemberClusters (no deep copy), so
+// scheduling must only read them, through placements, a failover and evictions.
+func TestScheduledMessageStaysShortOnLargeFleets(t *testing.T) {
+	d := placement.Decision{Primary: "c0000"}
+	for i := range 1000 {
+		name := fmt.Sprintf("c%04d", i)
+		if i < 10 {
+			d.Shares = append(d.Shares, placement.Share{Cluster: name, Replicas: 1})
+		} else {
+			d.Excluded = append(d.Excluded, placement.Exclusion{Cluster: name, Reason: "excluded by clusterAffinity"})
+		}
 	}
-	if wait := r.evictionDelay(orders, 1, now.Add(time.Second)); wait != 0 {
-		t.Errorf("the retry of a granted eviction waits %s, want 0", wait)
+	msg := scheduledMessage(d)
+	if len(msg) > 400 {
+		t.Errorf("message is %d bytes for 1000 clusters:\n%s", len(msg), msg)
 	}
-	if wait := r.evictionDelay(payments, 1, now.Add(time.Second)); wait <= 0 {
-		t.Errorf("another database's eviction goes ahead with an empty bucket, want a wait")
-	}
-	if wait := r.evictionDelay(orders, 1, now.Add(evictionGrantTTL+time.Second)); wait <= 0 {
-		t.Errorf("a grant older than %s still lets orders through, want a wait", evictionGrantTTL)
+	for _, want := range []string{"10 replicas on", "and 5 more clusters", "990 excluded by clusterAffinity", "and 985 more"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
 	}
 }
 
-// The hub hands Schedule the cache's own policies and MemberClusters (no deep copy), so
-// scheduling must only read them, through placements, a failover and evictions.
 func TestScheduleLeavesPoliciesAndMembersAsTheyWere(t *testing.T) {
 	seconds := int32(30)
 	members := fleet("east", "west", "central")
@@ -302,5 +276,52 @@ func TestScheduleLeavesPoliciesAndMembersAsTheyWere(t *testing.T) {
 	}
 	if !equality.Semantic.DeepEqual(members, wantMembers) {
 		t.Error("Schedule changed a MemberCluster")
+	}
+}
+
+// A switchover to a cluster that holds no replica cannot happen yet: the outcome says why, the
+// preference is not recorded as honoured, and the switchover happens once the cluster gets one.
+func TestASwitchoverThatCannotHappenStaysAskedFor(t *testing.T) {
+	members := fleet("east", "west", "north")
+	pps := staticPolicy(map[string]int64{"east": 1, "west": 1}, nil) // north gets nothing
+	dbc := newDB(2)
+	Schedule(dbc, pps, nil, members, t0, Options{})
+	first := dbc.Status.Primary.Cluster
+	if first == "north" || first == "" {
+		t.Fatalf("first primary %q", first)
+	}
+
+	dbc.Spec.Primary = &dbfleetv1alpha1.PrimarySpec{PreferredClusters: []string{"north"}}
+	dbc.Generation = 2
+	for i := range 2 {
+		out := Schedule(dbc, pps, nil, members, t0.Add(time.Duration(i+1)*time.Minute), Options{})
+		if !strings.Contains(out.PendingSwitchover, "north") || !strings.Contains(out.PendingSwitchover, "holds no replica") {
+			t.Errorf("pass %d: PendingSwitchover = %q, want why north cannot take the primary", i, out.PendingSwitchover)
+		}
+		if p := dbc.Status.Primary; p.Cluster != first || p.Preferred == "north" {
+			t.Errorf("pass %d: primary %+v, want it to stay on %s with the switchover still asked for", i, p, first)
+		}
+	}
+
+	// The policy now gives north a share: the switchover happens.
+	pps = staticPolicy(map[string]int64{"east": 1, "west": 1, "north": 2}, nil)
+	pps[0].Generation = 2
+	out := Schedule(dbc, pps, nil, members, t0.Add(time.Hour), Options{})
+	if p := dbc.Status.Primary; p.Cluster != "north" || p.Preferred != "north" || !out.PrimaryMoved || out.PendingSwitchover != "" {
+		t.Errorf("after north got a share: primary %+v, moved %v, pending %q; want the primary on north", p, out.PrimaryMoved, out.PendingSwitchover)
+	}
+}
+
+// Scheduling counts what an outcome would evict, and records no metric itself: the hub counts
+// once it adopts the outcome, `hub plan` never.
+func TestOutcomeCountsEvictionsByReason(t *testing.T) {
+	members := fleet("east", "west", "central")
+	pps := staticPolicy(map[string]int64{"east": 1, "west": 1, "central": 1}, nil)
+	dbc := newDB(3)
+	Schedule(dbc, pps, nil, members, t0, Options{})
+	unreachableSince(members["east"], t0)
+	out := Schedule(dbc, pps, nil, members, t0.Add(11*time.Second), Options{})
+	if out.Evictions[dbfleetv1alpha1.EvictionClusterFailure] != 1 || len(out.Evictions) != 1 || out.FailureEvictions() != 1 {
+		t.Errorf("evictions %v (failures %d), want one ClusterFailure", out.Evictions, out.FailureEvictions())
 	}
 }
