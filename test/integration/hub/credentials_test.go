@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/hub"
 	"github.com/dbfleet/dbfleet/pkg/hub/credentials"
 	"github.com/dbfleet/dbfleet/pkg/hub/databasecluster"
 	"github.com/dbfleet/dbfleet/test/framework"
@@ -22,7 +21,7 @@ import (
 func startHubWithCredentials(t *testing.T) {
 	t.Helper()
 	startHubWith(t, func(ctx context.Context, mgr ctrlManager) error {
-		if err := databasecluster.Setup(ctx, mgr, hub.Config{}); err != nil {
+		if err := databasecluster.Setup(ctx, mgr, hubConfig()); err != nil {
 			return err
 		}
 		return credentials.Setup(ctx, mgr)
