@@ -103,3 +103,15 @@ func CredentialsSecretName(database, kind string) string { return database + "-"
 func CarriedCredentialsSecretName(namespace, database, kind string) string {
 	return MemberDatabaseName(namespace, database) + "-" + kind
 }
+
+// LabelInstanceRole is the role a pod's instance manager reports it really runs (from its
+// /status: InstanceRolePrimary or InstanceRoleStandby), set by the agent. The read-write Service
+// selects the pod labelled primary by the hub's placement (LabelRole) only while its instance
+// also says so here.
+const LabelInstanceRole = "dbfleet.io/instance-role"
+
+// Values of LabelInstanceRole.
+const (
+	InstanceRolePrimary = "primary"
+	InstanceRoleStandby = "standby"
+)

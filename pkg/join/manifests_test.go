@@ -84,6 +84,8 @@ func TestRulesAreExact(t *testing.T) {
 		{"member ClusterRole", AgentMemberRules(), []string{
 			"apps statefulsets [] get,list,watch,create,update,patch,delete",
 			" services [] get,list,watch,create,update,patch,delete",
+			" secrets,serviceaccounts [] get,list,watch,create,update,patch,delete",
+			"rbac.authorization.k8s.io roles,rolebindings [] get,list,watch,create,update,patch,delete",
 			"policy poddisruptionbudgets [] get,list,watch,create,update,patch,delete",
 			" pods [] get,list,watch,patch",
 			" nodes [] get,list,watch",

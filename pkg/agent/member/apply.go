@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -73,6 +74,11 @@ func (r *Reconciler) applyShare(ctx context.Context, member client.Client, live 
 		// A demoted share keeps no primary budget.
 		fail(false, deleteOwned(ctx, member, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{
 			Namespace: mdb.Spec.DatabaseRef.Namespace, Name: PrimaryPDBName(mdb.Spec.DatabaseRef.Name)}}))
+	}
+	if mdb.Spec.Database.Engine == dbfleetv1alpha1.EnginePostgres {
+		for _, err := range r.applyPostgres(ctx, member, mdb) {
+			fail(false, err)
+		}
 	}
 	fail(true, labelPods(ctx, member, mdb, fenced))
 	switch {
@@ -203,4 +209,56 @@ func labelPods(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.M
 		}
 	}
 	return nil
+}
+
+// applyPostgres writes what a postgres share needs besides its StatefulSet: the client Services,
+// the instance managers' ServiceAccount and Role, and the credentials the hub carried into
+// member-<cluster>, as "<db>-superuser", "<db>-replication" and "<db>-app".
+func (r *Reconciler) applyPostgres(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase) []error {
+	var errs []error
+	for _, svc := range DesiredRoleServices(mdb, r.InstanceImage != "") {
+		errs = append(errs, applyOwned(ctx, member, svc, &corev1.Service{}))
+	}
+	sa, role, binding := DesiredInstanceRBAC(mdb)
+	errs = append(errs,
+		applyOwned(ctx, member, sa, &corev1.ServiceAccount{}),
+		applyOwned(ctx, member, role, &rbacv1.Role{}),
+		applyOwned(ctx, member, binding, &rbacv1.RoleBinding{}))
+	carried, err := r.carriedCredentials(ctx, mdb)
+	if err != nil {
+		return append(errs, err)
+	}
+	for _, secret := range DesiredCredentials(mdb, carried) {
+		errs = append(errs, applyOwned(ctx, member, secret, &corev1.Secret{}))
+	}
+	return errs
+}
+
+// carriedCredentials reads the share's credentials from member-<cluster> on the hub. It reads
+// the API server, not a cache: a Secret informer on the hub would not start for an agent whose
+// hub Role predates the grant, and would hold up every share.
+func (r *Reconciler) carriedCredentials(ctx context.Context, mdb *dbfleetv1alpha1.MemberDatabase) ([]corev1.Secret, error) {
+	list := &corev1.SecretList{}
+	if err := r.Manager.GetLocalManager().GetAPIReader().List(ctx, list, client.InNamespace(mdb.Namespace), client.MatchingLabels{
+		dbfleetv1alpha1.LabelDatabase: mdb.Spec.DatabaseRef.Name, dbfleetv1alpha1.LabelDatabaseNamespace: mdb.Spec.DatabaseRef.Namespace,
+	}, client.HasLabels{dbfleetv1alpha1.LabelCredentials}); err != nil {
+		return nil, fmt.Errorf("read the credentials carried to %s: %w", mdb.Namespace, err)
+	}
+	return list.Items, nil
+}
+
+// postgresObjects are the objects applyPostgres writes, for cleanup.
+func postgresObjects(ns, db string) []client.Object {
+	name := InstanceServiceAccountName(db)
+	objs := []client.Object{
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ReadWriteServiceName(db)}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ReadOnlyServiceName(db)}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+	}
+	for _, kind := range dbfleetv1alpha1.CredentialKinds {
+		objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: dbfleetv1alpha1.CredentialsSecretName(db, kind)}})
+	}
+	return objs
 }

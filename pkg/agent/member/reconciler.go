@@ -41,6 +41,9 @@ type Reconciler struct {
 	Guard *fence.Guard
 	// Recorder records Events on MemberDatabases, on the hub; nil records none.
 	Recorder events.EventRecorder
+	// InstanceImage is the image carrying /dbfleet-instance (the agent's --instance-image). Empty:
+	// postgres pods run their image as it is, and the client Services select on role labels alone.
+	InstanceImage string
 
 	// passes remembers, for each live primary share, what its last full pass left behind (a
 	// passRecord by "cluster/namespace/name"), so that the passes which only carry hub
@@ -355,12 +358,12 @@ func (r *Reconciler) notEngaged(ctx context.Context, hub client.Client, cluster 
 // StatefulSet's retention policy (kept unless the user asked for Delete).
 func (r *Reconciler) cleanup(ctx context.Context, hub, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, cluster string) error {
 	ns, name := mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name
-	for _, obj := range []client.Object{
+	for _, obj := range append([]client.Object{
 		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
 		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: PrimaryPDBName(name)}},
 		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ReplicaPDBName(name)}},
-	} {
+	}, postgresObjects(ns, name)...) {
 		if err := deleteOwned(ctx, member, obj); err != nil {
 			return err
 		}

@@ -1,0 +1,108 @@
+package member
+
+import (
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/agent/fence"
+)
+
+// ReadWriteServiceName and ReadOnlyServiceName name a postgres database's client Services in a
+// member cluster: "<db>-rw" (the primary) and "<db>-ro" (the standbys).
+func ReadWriteServiceName(db string) string { return db + "-rw" }
+func ReadOnlyServiceName(db string) string  { return db + "-ro" }
+
+// InstanceServiceAccountName names the ServiceAccount, Role and RoleBinding of a postgres
+// database's instance managers: "<db>-instance".
+func InstanceServiceAccountName(db string) string { return db + "-instance" }
+
+// DesiredRoleServices are a postgres share's client Services. Without the instance manager
+// (instanceManaged false) they select on the placement's role label alone, as the pods run
+// nothing that could say otherwise; with it, also on the role the instance reports it really
+// runs, so that <db>-rw never sends a write to a pod that is not a writable primary.
+func DesiredRoleServices(mdb *dbfleetv1alpha1.MemberDatabase, instanceManaged bool) []*corev1.Service {
+	port := engines[mdb.Spec.Database.Engine].port
+	svc := func(name string, role dbfleetv1alpha1.ReplicaRole, instanceRole string) *corev1.Service {
+		sel := selectorLabels(mdb)
+		sel[dbfleetv1alpha1.LabelRole] = string(role)
+		if instanceManaged {
+			sel[dbfleetv1alpha1.LabelInstanceRole] = instanceRole
+		}
+		return &corev1.Service{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: mdb.Spec.DatabaseRef.Namespace, Name: name, Labels: objectLabels(mdb)},
+			Spec: corev1.ServiceSpec{
+				Type:     corev1.ServiceTypeClusterIP,
+				Selector: sel,
+				Ports:    []corev1.ServicePort{{Name: "db", Port: port, TargetPort: intstr.FromString("db")}},
+			},
+		}
+	}
+	db := mdb.Spec.DatabaseRef.Name
+	return []*corev1.Service{
+		svc(ReadWriteServiceName(db), dbfleetv1alpha1.RolePrimary, dbfleetv1alpha1.InstanceRolePrimary),
+		svc(ReadOnlyServiceName(db), dbfleetv1alpha1.RoleReplica, dbfleetv1alpha1.InstanceRoleStandby),
+	}
+}
+
+// DesiredInstanceRBAC is what a postgres database's instance managers may do in their member
+// cluster: read the pods of the namespace (their own Pod, for its role label and annotations;
+// RBAC cannot narrow pods by label, and a pod's name is not known before the StatefulSet makes
+// it) and the database's primary Lease, by name. Nothing else, and nothing to write.
+func DesiredInstanceRBAC(mdb *dbfleetv1alpha1.MemberDatabase) (*corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding) {
+	ns, db := mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name
+	name := InstanceServiceAccountName(db)
+	meta := func() metav1.ObjectMeta {
+		return metav1.ObjectMeta{Namespace: ns, Name: name, Labels: objectLabels(mdb)}
+	}
+	sa := &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta()}
+	role := &rbacv1.Role{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+		ObjectMeta: meta(),
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
+				ResourceNames: []string{fence.PrimaryLeaseName(db)}, Verbs: []string{"get", "list", "watch"}},
+		},
+	}
+	binding := &rbacv1.RoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+		ObjectMeta: meta(),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
+	}
+	return sa, role, binding
+}
+
+// DesiredCredentials are the member-side Secrets "<db>-<kind>" made from the copies the hub
+// carried into member-<cluster> (carried, as the agent read them there), by kind.
+func DesiredCredentials(mdb *dbfleetv1alpha1.MemberDatabase, carried []corev1.Secret) []*corev1.Secret {
+	var out []*corev1.Secret
+	for _, kind := range dbfleetv1alpha1.CredentialKinds {
+		want := dbfleetv1alpha1.CarriedCredentialsSecretName(mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name, kind)
+		for i := range carried {
+			c := &carried[i]
+			if c.Name != want {
+				continue
+			}
+			labels := objectLabels(mdb)
+			labels[dbfleetv1alpha1.LabelCredentials] = kind
+			out = append(out, &corev1.Secret{
+				TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+				ObjectMeta: metav1.ObjectMeta{
+					Namespace: mdb.Spec.DatabaseRef.Namespace,
+					Name:      dbfleetv1alpha1.CredentialsSecretName(mdb.Spec.DatabaseRef.Name, kind),
+					Labels:    labels,
+				},
+				Type: corev1.SecretTypeOpaque,
+				Data: maps.Clone(c.Data),
+			})
+		}
+	}
+	return out
+}
