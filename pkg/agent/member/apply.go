@@ -36,6 +36,10 @@ type passResult struct {
 	// replacing says the StatefulSet is being replaced to grow its volume claim template: the
 	// old one is going (its pods stay) and the next pass creates the new one.
 	replacing bool
+	// instanceManaged says the share's pods run the instance manager (postgres with
+	// --instance-image), and instances is what their /status said.
+	instanceManaged bool
+	instances       []dbfleetv1alpha1.InstanceStatus
 }
 
 // err is every failure of the pass.
@@ -81,6 +85,11 @@ func (r *Reconciler) applyShare(ctx context.Context, member client.Client, live 
 		}
 	}
 	fail(true, labelPods(ctx, member, mdb, fenced))
+	if r.instanceManaged(mdb) {
+		p.instanceManaged = true
+		p.instances, err = r.observeInstances(ctx, member, mdb)
+		fail(false, err)
+	}
 	switch {
 	case primary && !fenced && r.Guard != nil:
 		fail(true, r.renewPrimaryLease(ctx, member, mdb, cluster))

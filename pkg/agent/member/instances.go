@@ -5,10 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 )
@@ -132,4 +137,79 @@ func instancesAvailable(instances []dbfleetv1alpha1.InstanceStatus, replicas int
 		return true, fmt.Sprintf("the primary takes writes and %d standbys stream", len(instances)-1)
 	}
 	return true, fmt.Sprintf("%d standbys stream", len(instances))
+}
+
+// StatusPortName is the name of the container port on which a pod's instance manager serves
+// /status; the agent reads it from each pod's spec.
+const StatusPortName = "status"
+
+// instanceTargets are the share's pods whose instances the agent reads, with their /status URLs.
+func instanceTargets(mdb *dbfleetv1alpha1.MemberDatabase, pods []corev1.Pod) []instanceTarget {
+	var targets []instanceTarget
+	for i := range pods {
+		pod := &pods[i]
+		if _, err := PodRole(mdb, pod.Name, false); err != nil || !pod.DeletionTimestamp.IsZero() {
+			continue
+		}
+		t := instanceTarget{pod: pod.Name}
+		if port := statusPort(pod); port != 0 && pod.Status.PodIP != "" {
+			t.url = "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(port))) + "/status"
+		}
+		targets = append(targets, t)
+	}
+	return targets
+}
+
+func statusPort(pod *corev1.Pod) int32 {
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.Name == StatusPortName {
+				return p.ContainerPort
+			}
+		}
+	}
+	return 0
+}
+
+// observeInstances reads the instances of the share's pods and labels each pod
+// dbfleet.io/instance-role with the role its instance reports (removing the label when it runs
+// neither as primary nor as standby), which is what <db>-rw and <db>-ro select on.
+func (r *Reconciler) observeInstances(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase) ([]dbfleetv1alpha1.InstanceStatus, error) {
+	pods := &corev1.PodList{}
+	if err := member.List(ctx, pods, client.InNamespace(mdb.Spec.DatabaseRef.Namespace), client.MatchingLabels(selectorLabels(mdb))); err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	c := r.HTTPClient
+	if c == nil {
+		c = http.DefaultClient
+	}
+	instances := readInstances(ctx, c, instanceTargets(mdb, pods.Items))
+	byPod := map[string]dbfleetv1alpha1.InstanceStatus{}
+	for _, in := range instances {
+		byPod[in.Pod] = in
+	}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		in, ok := byPod[pod.Name]
+		if !ok {
+			continue
+		}
+		want := instanceRoleLabel(in)
+		if pod.Labels[dbfleetv1alpha1.LabelInstanceRole] == want {
+			continue
+		}
+		patched := pod.DeepCopy()
+		if want == "" {
+			delete(patched.Labels, dbfleetv1alpha1.LabelInstanceRole)
+		} else {
+			if patched.Labels == nil {
+				patched.Labels = map[string]string{}
+			}
+			patched.Labels[dbfleetv1alpha1.LabelInstanceRole] = want
+		}
+		if err := member.Patch(ctx, patched, client.MergeFrom(pod)); client.IgnoreNotFound(err) != nil {
+			return instances, fmt.Errorf("label pod %s with its instance role: %w", pod.Name, err)
+		}
+	}
+	return instances, nil
 }

@@ -2,14 +2,23 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -165,4 +174,114 @@ func TestPostgresServicesWithoutInstanceManagerSelectOnRoleAlone(t *testing.T) {
 	if !maps.Equal(rw.Spec.Selector, want) {
 		t.Errorf("Service %s selects %v, want %v", rw.Name, rw.Spec.Selector, want)
 	}
+}
+
+// instanceServer serves /status as an instance manager would; set changes what it says.
+type instanceServer struct {
+	*httptest.Server
+	mu   sync.Mutex
+	body string
+}
+
+func newInstanceServer(t *testing.T, body string) *instanceServer {
+	s := &instanceServer{body: body}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/status" {
+			http.NotFound(w, r)
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		_, _ = w.Write([]byte(s.body))
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *instanceServer) set(body string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.body = body
+}
+
+// runInstancePod creates the StatefulSet's pod with its status port at the server's address,
+// ready, as a kubelet would report it.
+func (s *share) runInstancePod(sts *appsv1.StatefulSet, ordinal int, srv *instanceServer) {
+	s.t.Helper()
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	port, _ := strconv.Atoi(u.Port())
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: fmt.Sprintf("%s-%d", s.db, ordinal), Labels: sts.Spec.Template.Labels},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "postgres", Image: "postgres:16.4",
+			Ports: []corev1.ContainerPort{{Name: member.StatusPortName, ContainerPort: int32(port)}}}}},
+	}
+	if err := east.Client.Create(s.ctx, pod); err != nil {
+		s.t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: u.Hostname(), PodIPs: []corev1.PodIP{{IP: u.Hostname()}},
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	if err := east.Client.Status().Update(s.ctx, pod); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func TestAgentReportsInstancesAndAvailabilityFromStatus(t *testing.T) {
+	startAgentWithImage(t, hub.Config, east.Config, nil, "example.com/dbfleet/agent:test")
+	s := newShare(t, 2, 0, dbfleetv1alpha1.RolePrimary)
+	sts := s.waitSTS("StatefulSet", func(*appsv1.StatefulSet) bool { return true })
+	primary := newInstanceServer(t, `{"pod":"orders-0","role":"primary","epoch":1,"timeline":1,"receivedLSN":"0/3000148","replayedLSN":"0/3000148","lagBytes":0,"ready":true}`)
+	standby := newInstanceServer(t, `{"pod":"orders-1","role":"stopped","reason":"CloneFailed","message":"pg_basebackup: connection refused","lagBytes":0,"ready":false}`)
+	s.runInstancePod(sts, 0, primary)
+	s.runInstancePod(sts, 1, standby)
+	s.setStatefulSetStatus(2)
+
+	// Both pods ready, but the standby does not stream: not Available, and it says why.
+	got := s.waitMDB("InstancesNotReady", func(m *dbfleetv1alpha1.MemberDatabase) bool {
+		c := meta.FindStatusCondition(m.Status.Conditions, dbfleetv1alpha1.ConditionAvailable)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == member.ReasonInstancesNotReady && len(m.Status.Instances) == 2
+	})
+	if c := meta.FindStatusCondition(got.Status.Conditions, dbfleetv1alpha1.ConditionAvailable); !strings.Contains(c.Message, "orders-1 runs as stopped") {
+		t.Errorf("Available message %q does not name the stopped instance", c.Message)
+	}
+	want0 := dbfleetv1alpha1.InstanceStatus{Pod: "orders-0", Role: "primary", Timeline: 1, ReceivedLSN: "0/3000148", ReplayedLSN: "0/3000148", Ready: true}
+	if got.Status.Instances[0] != want0 {
+		t.Errorf("instances[0] = %+v, want %+v", got.Status.Instances[0], want0)
+	}
+	s.eventually("orders-0 labelled primary by its instance", func() bool {
+		return s.podLabel("orders-0", dbfleetv1alpha1.LabelInstanceRole) == "primary" &&
+			s.podLabel("orders-1", dbfleetv1alpha1.LabelInstanceRole) == ""
+	})
+
+	// The standby streams: Available, and labelled so that <db>-ro selects it.
+	standby.set(`{"pod":"orders-1","role":"standby","epoch":1,"timeline":1,"receivedLSN":"0/3000148","replayedLSN":"0/3000100","lagBytes":72,"streaming":true,"ready":true}`)
+	got = s.waitMDB("Available", func(m *dbfleetv1alpha1.MemberDatabase) bool {
+		return condition(m, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue)
+	})
+	if in := got.Status.Instances[1]; in.Role != "standby" || in.LagBytes != 72 || !in.Ready {
+		t.Errorf("instances[1] = %+v", in)
+	}
+	s.eventually("orders-1 labelled standby by its instance", func() bool {
+		return s.podLabel("orders-1", dbfleetv1alpha1.LabelInstanceRole) == "standby"
+	})
+
+	// The primary stops taking writes (fenced in the engine): its label goes, so <db>-rw
+	// selects nothing, and the share is not Available.
+	primary.set(`{"pod":"orders-0","role":"fenced","reason":"Fenced","lagBytes":0,"ready":false}`)
+	s.waitMDB("not Available once the primary fenced", func(m *dbfleetv1alpha1.MemberDatabase) bool {
+		return condition(m, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionFalse)
+	})
+	s.eventually("orders-0 no longer labelled primary", func() bool {
+		return s.podLabel("orders-0", dbfleetv1alpha1.LabelInstanceRole) == ""
+	})
+}
+
+func (s *share) podLabel(pod, label string) string {
+	p := &corev1.Pod{}
+	if err := east.Client.Get(s.ctx, s.key(pod), p); err != nil {
+		return "<" + err.Error() + ">"
+	}
+	return p.Labels[label]
 }
