@@ -26,8 +26,9 @@ test-unit: ## Run only the unit tests (no API server).
 	$(GO) test -count=1 -short ./...
 
 .PHONY: build
-build: ## Build bin/hub and bin/agent.
+build: ## Build bin/hub, bin/agent and bin/dbfleet-instance.
 	$(GO) build -o bin/ ./cmd/hub ./cmd/agent
+	$(GO) build -o bin/dbfleet-instance ./cmd/instance
 
 .PHONY: generate
 generate: ## Generate deepcopy code for api/.

@@ -61,12 +61,46 @@ const MemberNamespacePrefix = "member-"
 // MemberNamespace returns the hub namespace holding the given cluster's MemberDatabases and Lease.
 func MemberNamespace(cluster string) string { return MemberNamespacePrefix + cluster }
 
+// AgentLeaseName is the agent's heartbeat Lease in member-<cluster> on the hub, labelled
+// LabelCluster: the hub's cluster health controller reads its renewals, the agent renews it, and
+// hub join grants the agent that one Lease. It lives here, with the other names both sides of
+// that contract read, so that the agent need not import a hub controller (nor the hub the agent).
+const AgentLeaseName = "dbfleet-agent"
+
 // Condition types of MemberCluster.
 const (
 	// ConditionReady says whether the hub believes the cluster is healthy.
 	ConditionReady = "Ready"
 	// ConditionAgentConnected says whether the hub has observed the agent's heartbeat recently.
 	ConditionAgentConnected = "AgentConnected"
+)
+
+// Reasons of the MemberCluster conditions. The hub's cluster health controller sets them, except
+// the agent's own Ready reasons, which it copies from the agent's MemberClusterReport.
+const (
+	// ReasonAgentLeaseExpired (Ready Unknown, AgentConnected False): no renewal of a Pull
+	// cluster's agent Lease observed within the grace period.
+	ReasonAgentLeaseExpired = "AgentLeaseExpired"
+	// ReasonLeaseRenewed (AgentConnected True): the hub observes the agent renew its Lease.
+	ReasonLeaseRenewed = "LeaseRenewed"
+	// ReasonAgentReady (Ready True, from the agent's report): the agent and its member API server
+	// are healthy.
+	ReasonAgentReady = "AgentReady"
+	// ReasonMemberAPIServerUnhealthy (Ready False, from the agent's report): the agent cannot
+	// reach its member API server.
+	ReasonMemberAPIServerUnhealthy = "MemberAPIServerUnhealthy"
+
+	// ReasonMemberAPIServerReachable (Ready True): the hub reaches a Push cluster's API server
+	// and it answers /readyz with ok.
+	ReasonMemberAPIServerReachable = "MemberAPIServerReachable"
+	// ReasonMemberAPIServerNotReady (Ready False): a Push cluster's API server answers, but its
+	// /readyz says it is not ready.
+	ReasonMemberAPIServerNotReady = "MemberAPIServerNotReady"
+	// ReasonMemberAPIServerUnreachable (Ready Unknown): the hub has not reached a Push cluster's
+	// API server within the grace period.
+	ReasonMemberAPIServerUnreachable = "MemberAPIServerUnreachable"
+	// ReasonPushMode (AgentConnected False): a Push cluster has no agent; the hub drives it.
+	ReasonPushMode = "PushMode"
 )
 
 // Credentials: the Secrets of a postgres DatabaseCluster.

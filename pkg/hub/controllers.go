@@ -14,9 +14,15 @@ import (
 	"sigs.k8s.io/multicluster-runtime/providers/kubeconfig"
 )
 
+// Namespace is the hub's own namespace on the hub cluster: the leader election Lease of `hub run`
+// and the kubeconfig Secrets of Push clusters live there. `hub run` creates it when it is missing.
+const Namespace = "dbfleet-system"
+
 // Config is what hub controllers may need from the command line and from each other.
 type Config struct {
-	// PushProvider engages Push-mode member clusters; the manager was built with it.
+	// PushProvider engages Push-mode member clusters; the manager was built with it. The push
+	// controller runs the member reconciler over it, and clusterhealth probes Push members'
+	// API servers through the connections it holds.
 	PushProvider *kubeconfig.Provider
 	// ClusterGracePeriod is how long the hub waits without observing a member's lease renewal
 	// before it marks the cluster Ready=Unknown.

@@ -6,6 +6,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/hub"
+	"github.com/dbfleet/dbfleet/pkg/hub/push"
 )
 
 // The hub objects of one joined cluster. Builders return complete objects; apply.go writes them.
@@ -92,7 +94,7 @@ func AgentRoleRules(cluster string) []rbacv1.PolicyRule {
 			// The heartbeat Lease, by name. Leases cannot be listed or watched.
 			APIGroups:     []string{groupCoordination},
 			Resources:     []string{"leases"},
-			ResourceNames: []string{LeaseName},
+			ResourceNames: []string{dbfleetv1alpha1.AgentLeaseName}, // the only Lease its credential can read or renew
 			Verbs:         []string{"get", "update"},
 		},
 		{
@@ -150,10 +152,10 @@ func legacyAgentGrant(cluster string) (*rbacv1.ClusterRoleBinding, *rbacv1.Clust
 // pushSecret holds a Push cluster's kubeconfig on the hub.
 func pushSecret(cluster string, kubeconfig []byte) *corev1.Secret {
 	labels := hubLabels(cluster)
-	labels[LabelKubeconfig] = "true"
+	labels[push.SecretLabel] = "true"
 	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: SystemNamespace, Name: PushSecretName(cluster), Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: hub.Namespace, Name: push.SecretName(cluster), Labels: labels},
 		Type:       corev1.SecretTypeOpaque,
-		Data:       map[string][]byte{KubeconfigKey: kubeconfig},
+		Data:       map[string][]byte{push.SecretKey: kubeconfig},
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/hub"
+	"github.com/dbfleet/dbfleet/pkg/hub/push"
 )
 
 // Result is what Join did and what the member needs.
@@ -174,13 +176,14 @@ func ensureNamespace(ctx context.Context, c client.Client, ns *corev1.Namespace)
 	return apply(ctx, c, ns)
 }
 
-// ensureSystemNamespace creates dbfleet-system on the hub when it is missing (the hub's install
-// normally has it). It is shared by every cluster, so it gets no cluster label and unjoin keeps it.
+// ensureSystemNamespace creates the hub's namespace (hub.Namespace) when it is missing (the hub's
+// install and `hub run` normally create it). It is shared by every cluster, so it gets no cluster
+// label and unjoin keeps it.
 func ensureSystemNamespace(ctx context.Context, c client.Client) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SystemNamespace, Labels: map[string]string{LabelManagedBy: ManagedByJoin}}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: hub.Namespace, Labels: map[string]string{LabelManagedBy: ManagedByJoin}}}
 	err := c.Create(ctx, ns)
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create namespace %s: %w", SystemNamespace, err)
+		return fmt.Errorf("create namespace %s: %w", hub.Namespace, err)
 	}
 	return nil
 }
@@ -200,7 +203,7 @@ func (r *Result) Summary() string {
 	fmt.Fprintf(&b, "); its MemberDatabases live in hub namespace %s\n", dbfleetv1alpha1.MemberNamespace(mc.Name))
 	if r.KubeconfigSecret != nil {
 		fmt.Fprintf(&b, "the member's kubeconfig is stored in hub Secret %s/%s (key %s); the hub reconciles the member through it, no agent is needed\n",
-			r.KubeconfigSecret.Namespace, r.KubeconfigSecret.Name, KubeconfigKey)
+			r.KubeconfigSecret.Namespace, r.KubeconfigSecret.Name, push.SecretKey)
 	}
 	if r.ServiceAccount != nil {
 		fmt.Fprintf(&b, "agent credential: ServiceAccount %s/%s with Role %s in its namespace, nothing cluster-wide; token valid until %s\n",

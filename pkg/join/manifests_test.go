@@ -10,6 +10,9 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/dbfleet/dbfleet/pkg/hub"
+	"github.com/dbfleet/dbfleet/pkg/hub/push"
 )
 
 func TestMemberManifestsRender(t *testing.T) {
@@ -121,7 +124,7 @@ func TestHubObjectsAreLabelled(t *testing.T) {
 			t.Errorf("%T labels %v", obj, l)
 		}
 	}
-	if s := pushSecret("east", nil); s.Labels[LabelKubeconfig] != "true" || s.Name != "east" || s.Namespace != SystemNamespace {
+	if s := pushSecret("east", nil); s.Labels[push.SecretLabel] != "true" || s.Name != "east" || s.Namespace != hub.Namespace {
 		t.Errorf("push Secret %s/%s labels %v", s.Namespace, s.Name, s.Labels)
 	}
 }

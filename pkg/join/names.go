@@ -13,20 +13,17 @@ const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	// ManagedByJoin is the value of LabelManagedBy on the objects join created.
 	ManagedByJoin = "dbfleet-hub-join"
-	// LabelKubeconfig marks hub Secrets holding a member cluster's kubeconfig (Push mode).
-	LabelKubeconfig = "dbfleet.io/kubeconfig"
 
 	// AgentName names the agent's ServiceAccount, Role and RoleBinding in member-<name> on the hub,
 	// and its ServiceAccount, ClusterRole, ClusterRoleBinding and Deployment in the member.
 	AgentName = "dbfleet-agent"
-	// LeaseName is the agent's heartbeat Lease in member-<name> on the hub: the only Lease its
-	// credential can read or renew.
-	LeaseName = "dbfleet-agent"
-	// SystemNamespace holds the agent in a member cluster, and Push-mode kubeconfig Secrets on the hub.
+	// SystemNamespace holds the agent in a member cluster. (On the hub, the Push clusters'
+	// kubeconfig Secrets live in the hub's own namespace, hub.Namespace, under the names its push
+	// controller reads: push.SecretName, push.SecretLabel, push.SecretKey.)
 	SystemNamespace = "dbfleet-system"
 	// HubKubeconfigSecret is the member-side Secret holding the agent's hub kubeconfig.
 	HubKubeconfigSecret = "dbfleet-agent-hub-kubeconfig"
-	// KubeconfigKey is the key of every kubeconfig Secret join writes.
+	// KubeconfigKey is the key of HubKubeconfigSecret holding the agent's hub kubeconfig.
 	KubeconfigKey = "kubeconfig"
 	// HubKubeconfigMountPath is where the agent's Deployment mounts HubKubeconfigSecret.
 	HubKubeconfigMountPath = "/etc/dbfleet/hub"
@@ -41,11 +38,6 @@ const (
 // MemberClusterReport let a cluster's agent read its own MemberCluster and write its status. Join
 // no longer creates them; join and unjoin delete them.
 func ClusterRoleName(cluster string) string { return AgentName + "-" + cluster }
-
-// PushSecretName names the hub Secret (in dbfleet-system) holding a Push cluster's kubeconfig: the
-// cluster's own name, because multicluster-runtime's kubeconfig provider, which the hub's push
-// controller runs, engages each cluster under the name of its Secret.
-func PushSecretName(cluster string) string { return cluster }
 
 // hubLabels are the labels of every hub object join creates for a cluster.
 func hubLabels(cluster string) map[string]string {

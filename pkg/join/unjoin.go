@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/hub"
+	"github.com/dbfleet/dbfleet/pkg/hub/push"
 )
 
 // ErrClusterInUse is wrapped by Unjoin's error when the cluster still holds shares of databases.
@@ -88,7 +90,7 @@ func Unjoin(ctx context.Context, c client.Client, name string, force bool) (*Unj
 	}
 
 	// The MemberCluster, remembering its Push Secret.
-	secretRef := &dbfleetv1alpha1.SecretReference{Namespace: SystemNamespace, Name: PushSecretName(name)}
+	secretRef := &dbfleetv1alpha1.SecretReference{Namespace: hub.Namespace, Name: push.SecretName(name)}
 	mc := &dbfleetv1alpha1.MemberCluster{}
 	switch err := c.Get(ctx, client.ObjectKey{Name: name}, mc); {
 	case apierrors.IsNotFound(err):

@@ -9,8 +9,8 @@ import (
 )
 
 // DefaultTolerationSeconds is how long a placement tolerates the hub's dbfleet.io/unreachable and
-// dbfleet.io/not-ready NoExecute taints when it says nothing about them (DESIGN.md: "default
-// unreachable toleration 10 s"). Karmada defaults the same two tolerations, at 300 s.
+// dbfleet.io/not-ready NoExecute taints when it says nothing about them (docs/placement.md,
+// "Taints, tolerations and readiness"). Karmada defaults the same two tolerations, at 300 s.
 const DefaultTolerationSeconds = 10
 
 // EffectiveTolerations is the placement's clusterTolerations plus a toleration of each of the

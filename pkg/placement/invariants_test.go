@@ -257,7 +257,7 @@ func checkPrimary(in Input, d Decision) []string {
 	return problems
 }
 
-// withDefaults adds DESIGN.md's 10 s tolerations of the hub's health taints when the placement
+// withDefaults adds the default 10 s tolerations (docs/placement.md) of the hub's health taints when the placement
 // has none that tolerate them.
 func withDefaults(tolerations []corev1.Toleration) []corev1.Toleration {
 	out := slices.Clone(tolerations)

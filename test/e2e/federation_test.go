@@ -23,7 +23,6 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/hack/localfed/layout"
-	"github.com/dbfleet/dbfleet/pkg/agent/heartbeat"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
@@ -171,7 +170,7 @@ func (f *federation) routeAgentsThroughProxies() error {
 	return framework.WaitFor(ctx, time.Minute, "every agent renewing through its proxy", func(ctx context.Context) (bool, error) {
 		for _, m := range members {
 			lease := &coordinationv1.Lease{}
-			key := client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(m), Name: heartbeat.LeaseName}
+			key := client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(m), Name: dbfleetv1alpha1.AgentLeaseName}
 			if err := f.hub.Get(ctx, key, lease); err != nil {
 				return false, err
 			}

@@ -7,11 +7,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/dbfleet/dbfleet/pkg/hub"
 	"github.com/dbfleet/dbfleet/pkg/join"
 )
 
 // hubServiceAccount is the hub's identity in deploy/hub.
-var hubServiceAccount = metav1.ObjectMeta{Namespace: "dbfleet-system", Name: "dbfleet-hub"}
+var hubServiceAccount = metav1.ObjectMeta{Namespace: hub.Namespace, Name: "dbfleet-hub"}
 
 // hubIdentityFiles are the parts of deploy/hub that make the hub's identity: its namespace,
 // ServiceAccount and RBAC (the Deployment and Service are not needed to run `hub run` here).

@@ -121,6 +121,13 @@ func run(ctx context.Context, o *agentOptions) error {
 	}
 	// --kube-api-qps and --kube-api-burst bound the agent's requests to both API servers.
 	hubCfg.QPS, hubCfg.Burst = o.manager.KubeAPIQPS, o.manager.KubeAPIBurst
+	if err := waitForHub(ctrl.LoggerInto(ctx, log), hubCfg, o.manager.HealthProbeBindAddress, o.manager.MetricsBindAddress); err != nil {
+		if ctx.Err() != nil {
+			log.Info("Stopped before the hub could be reached")
+			return nil
+		}
+		return err
+	}
 	memberCfg, err := o.manager.RESTConfig()
 	if err != nil {
 		return err

@@ -78,7 +78,7 @@ func newRunOptions() *runOptions {
 	return &runOptions{
 		manager:                 manager,
 		leaderElect:             true,
-		leaderElectionNamespace: "dbfleet-system",
+		leaderElectionNamespace: hub.Namespace,
 		leaderElectionID:        "dbfleet-hub",
 		leaseDuration:           15 * time.Second,
 		renewDeadline:           10 * time.Second,
@@ -192,6 +192,15 @@ func run(ctx context.Context, o *runOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.leaderElect {
+		c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+		if err != nil {
+			return fmt.Errorf("hub client: %w", err)
+		}
+		if err := ensureNamespace(ctrl.LoggerInto(ctx, log), c, o.leaderElectionNamespace); err != nil {
+			return err
+		}
+	}
 	// The local cluster is the hub; the provider engages Push-mode members.
 	provider := push.NewProvider()
 	mgr, err := mcmanager.New(cfg, provider, ctrl.Options{
@@ -202,7 +211,7 @@ func run(ctx context.Context, o *runOptions) error {
 			// The hub never reads managedFields: not caching them saves memory at 10,000 databases.
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Secret{}: {Namespaces: map[string]cache.Config{push.Namespace: {}}},
+				&corev1.Secret{}: {Namespaces: map[string]cache.Config{hub.Namespace: {}}},
 				// Agents' heartbeat Leases, not every Lease of the hub.
 				&coordinationv1.Lease{}: {Label: agentLeases},
 			}},

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -19,16 +18,7 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
-)
-
-// LeaseName is the name of the agent's Lease in member-<cluster> on the hub.
-const LeaseName = "dbfleet-agent"
-
-// Reasons of the Ready condition of the agent's MemberClusterReport (the hub copies it into the
-// MemberCluster).
-const (
-	ReasonAgentReady         = "AgentReady"
-	ReasonMemberAPIUnhealthy = "MemberAPIServerUnhealthy"
+	"github.com/dbfleet/dbfleet/pkg/resourcesummary"
 )
 
 // Heartbeat renews the agent's hub Lease and reports the member cluster's status.
@@ -143,7 +133,7 @@ func (h *Heartbeat) Report(ctx context.Context) error {
 // be understated.
 func (h *Heartbeat) renewLease(ctx context.Context) error {
 	now := metav1.NewMicroTime(h.Clock.Now())
-	key := client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(h.Cluster), Name: LeaseName}
+	key := client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(h.Cluster), Name: dbfleetv1alpha1.AgentLeaseName}
 	if h.lease != nil {
 		lease := h.lease.DeepCopy()
 		lease.Spec.RenewTime = &now
@@ -260,70 +250,20 @@ func (h *Heartbeat) desiredStatus(ctx context.Context, st *dbfleetv1alpha1.Membe
 	version, verr := h.MemberDiscovery.ServerVersion()
 	if verr != nil {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: dbfleetv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonMemberAPIUnhealthy,
+			Type: dbfleetv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: dbfleetv1alpha1.ReasonMemberAPIServerUnhealthy,
 			Message: fmt.Sprintf("the agent cannot reach its member API server: %v", verr),
 		})
 		return nil
 	}
 	st.KubernetesVersion = version.GitVersion
-	summary, err := Summarize(ctx, h.Member)
+	summary, err := resourcesummary.Summarize(ctx, h.Member)
 	if err != nil {
 		return err
 	}
 	st.ResourceSummary = summary
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: dbfleetv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonAgentReady,
+		Type: dbfleetv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: dbfleetv1alpha1.ReasonAgentReady,
 		Message: "the agent and its member API server are healthy",
 	})
 	return nil
-}
-
-// Summarize adds up the member's capacity in Karmada's shape: the allocatable resources of its
-// schedulable Ready Nodes, and the requests of the Pods scheduled onto them that still run.
-func Summarize(ctx context.Context, member client.Reader) (*dbfleetv1alpha1.ResourceSummary, error) {
-	nodes := &corev1.NodeList{}
-	if err := member.List(ctx, nodes); err != nil {
-		return nil, fmt.Errorf("list member Nodes: %w", err)
-	}
-	pods := &corev1.PodList{}
-	if err := member.List(ctx, pods); err != nil {
-		return nil, fmt.Errorf("list member Pods: %w", err)
-	}
-	summary := &dbfleetv1alpha1.ResourceSummary{Allocatable: corev1.ResourceList{}, Allocated: corev1.ResourceList{}}
-	usable := map[string]bool{}
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		if n.Spec.Unschedulable || !nodeReady(n) {
-			continue
-		}
-		usable[n.Name] = true
-		add(summary.Allocatable, n.Status.Allocatable)
-	}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if !usable[p.Spec.NodeName] || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		for _, c := range p.Spec.Containers {
-			add(summary.Allocated, c.Resources.Requests)
-		}
-	}
-	return summary, nil
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func add(into, from corev1.ResourceList) {
-	for name, q := range from {
-		sum := into[name]
-		sum.Add(q)
-		into[name] = sum
-	}
 }

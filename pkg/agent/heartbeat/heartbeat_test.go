@@ -92,7 +92,7 @@ func TestBeatReadsOnlyWhatItMust(t *testing.T) {
 
 	// The hub changed the Lease behind the agent's back: the renewal reads it and succeeds.
 	lease := &coordinationv1.Lease{}
-	if err := hub.Get(ctx, client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace("east"), Name: LeaseName}, lease); err != nil {
+	if err := hub.Get(ctx, client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace("east"), Name: dbfleetv1alpha1.AgentLeaseName}, lease); err != nil {
 		t.Fatal(err)
 	}
 	lease.Spec.HolderIdentity = nil
@@ -269,7 +269,7 @@ func TestFractionalTimingsAreReportedRoundedUp(t *testing.T) {
 	}
 	ns := dbfleetv1alpha1.MemberNamespace("east")
 	lease := &coordinationv1.Lease{}
-	if err := hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: LeaseName}, lease); err != nil {
+	if err := hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: dbfleetv1alpha1.AgentLeaseName}, lease); err != nil {
 		t.Fatal(err)
 	}
 	if d := *lease.Spec.LeaseDurationSeconds; d != 2 {

@@ -2,6 +2,7 @@ package clusterhealth
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,22 +21,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/agent/heartbeat"
 	"github.com/dbfleet/dbfleet/pkg/hub"
 	"github.com/dbfleet/dbfleet/pkg/hub/liveness"
+	"github.com/dbfleet/dbfleet/pkg/hub/push"
 	"github.com/dbfleet/dbfleet/pkg/ownwrites"
 )
 
 // Name is the controller's name in the hub's --controllers list.
 const Name = "clusterhealth"
 
-// Reasons the hub sets.
-const (
-	ReasonAgentLeaseExpired = "AgentLeaseExpired"
-	ReasonLeaseRenewed      = "LeaseRenewed"
-)
-
-// Reconciler judges MemberCluster health from Lease renewals.
+// Reconciler judges MemberCluster health: a Pull cluster's from its agent's Lease renewals, a
+// Push cluster's from the hub's own probes of its API server.
 type Reconciler struct {
 	Client      client.Client
 	Recorder    events.EventRecorder
@@ -43,14 +39,22 @@ type Reconciler struct {
 	GracePeriod time.Duration
 	// StatusInterval bounds how stale status.lastHeartbeat may get (zero: half the grace period).
 	StatusInterval time.Duration
-	// Observer is shared with the failover gate of the databasecluster controller.
+	// Observer is shared with the failover gate of the databasecluster controller. It learns of
+	// agent renewals and of successful probes of Push clusters alike.
 	Observer *liveness.Observer
+	// Prober probes Push clusters' API servers; nil: no Push cluster is ever reached.
+	Prober Prober
 
 	// written is the resourceVersion of the controller's last write of each MemberCluster: a
 	// reconcile woken (by the agent's Lease or report) before the cache has that write waits for
 	// it, rather than patch against the older copy and be refused with a conflict. At 1,000
 	// joining clusters that was 461 refused patches (and as many error logs).
 	written ownwrites.Tracker
+}
+
+// Prober probes a Push cluster's API server (push.Prober).
+type Prober interface {
+	Probe(ctx context.Context, cluster string) push.Reachability
 }
 
 // staleRecheck is when a reconcile put off for a stale cache looks again, should the watch event
@@ -71,6 +75,9 @@ func Setup(_ context.Context, mgr ctrl.Manager, cfg hub.Config) error {
 		GracePeriod:    cfg.ClusterGracePeriod,
 		StatusInterval: cfg.HeartbeatStatusInterval,
 		Observer:       cfg.Liveness,
+	}
+	if cfg.PushProvider != nil {
+		r.Prober = &push.Prober{Clusters: cfg.PushProvider, Timeout: r.probeInterval()}
 	}
 	return r.SetupWithManager(mgr)
 }
@@ -110,7 +117,7 @@ func (r *Reconciler) observeLease(_ context.Context, obj client.Object) []reconc
 func ReadRenewTime(reader client.Reader) liveness.RenewReader {
 	return func(ctx context.Context, cluster string) (time.Time, bool, error) {
 		lease := &coordinationv1.Lease{}
-		key := client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(cluster), Name: heartbeat.LeaseName}
+		key := client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(cluster), Name: dbfleetv1alpha1.AgentLeaseName}
 		if err := reader.Get(ctx, key, lease); err != nil {
 			if apierrors.IsNotFound(err) {
 				return time.Time{}, false, nil
@@ -136,7 +143,7 @@ func reportCluster(_ context.Context, obj client.Object) []reconcile.Request {
 // leaseCluster is the MemberCluster an agent Lease belongs to, or "" for any other Lease.
 func leaseCluster(obj client.Object) string {
 	cluster := obj.GetLabels()[dbfleetv1alpha1.LabelCluster]
-	if obj.GetName() != heartbeat.LeaseName || cluster == "" || obj.GetNamespace() != dbfleetv1alpha1.MemberNamespace(cluster) {
+	if obj.GetName() != dbfleetv1alpha1.AgentLeaseName || cluster == "" || obj.GetNamespace() != dbfleetv1alpha1.MemberNamespace(cluster) {
 		return ""
 	}
 	return cluster
@@ -157,38 +164,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: staleRecheck}, nil
 	}
 
-	// Renewals are observed as the Lease watch delivers them (observeLease), the initial list
-	// included, so the reconcile reads the Observer. A silence of half the grace period (two
-	// missed heartbeats at the defaults) is checked with a read of the Lease, since the watch may
-	// be behind: a renewal found that way counts from the read, so reading early keeps that error
-	// small (a read only at the grace period, after a watch 8 s behind, marked a lost cluster
-	// 32 s after its last renewal instead of 20). The judgement at the grace period reads again.
-	r.Observer.Known(mc.Name)
-	silent, err := r.Observer.ConfirmedSilentFor(ctx, mc.Name, r.suspectAfter())
-	if err != nil {
+	before := mc.DeepCopy()
+	var j judgement
+	var err error
+	if mc.Spec.SyncMode == dbfleetv1alpha1.SyncPush {
+		j = r.judgePush(ctx, mc)
+	} else if j, err = r.judgeAgent(ctx, mc); err != nil {
 		return ctrl.Result{}, err
 	}
 	now := r.Clock.Now()
-
-	before := mc.DeepCopy()
-	expired := silent > r.GracePeriod
-	if err := r.copyReport(ctx, mc, expired); err != nil {
-		return ctrl.Result{}, err
-	}
-	if expired {
-		// The message must not carry the growing silence: every reconcile would rewrite it, and
-		// each rewrite is a MemberCluster event that reconciles again, a write loop for as long as
-		// the cluster is down (the Event below says how long it was silent).
-		msg := fmt.Sprintf("no renewal of the agent's lease observed within the grace period (%s)", r.GracePeriod)
-		setCondition(mc, dbfleetv1alpha1.ConditionReady, metav1.ConditionUnknown, ReasonAgentLeaseExpired, msg)
-		setCondition(mc, dbfleetv1alpha1.ConditionAgentConnected, metav1.ConditionFalse, ReasonAgentLeaseExpired, msg)
-	} else if !r.Observer.LastObserved(mc.Name).IsZero() {
-		msg := "the agent renews its lease"
-		if a := mc.Status.Agent; a != nil && a.HeartbeatIntervalSeconds > 0 {
-			msg = fmt.Sprintf("the agent renews its lease every %ds", a.HeartbeatIntervalSeconds)
-		}
-		setCondition(mc, dbfleetv1alpha1.ConditionAgentConnected, metav1.ConditionTrue, ReasonLeaseRenewed, msg)
-	}
 	if last := r.Observer.LastObserved(mc.Name); !last.IsZero() {
 		// The wall time of the observation, for people; written when it moved by more than
 		// StatusInterval (or with another change), not on every renewal: the Lease is the
@@ -204,26 +188,124 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, fmt.Errorf("write MemberCluster status: %w", err)
 		}
 		r.written.Wrote(req.NamespacedName, mc.ResourceVersion)
-		if expired && !meta.IsStatusConditionPresentAndEqual(before.Status.Conditions, dbfleetv1alpha1.ConditionReady, metav1.ConditionUnknown) {
-			log.Info("Cluster unreachable", "silentFor", silent)
-			detectionSeconds.Observe(silent.Seconds())
-			r.Recorder.Eventf(mc, nil, corev1.EventTypeWarning, ReasonAgentLeaseExpired, "Detect",
-				"no lease renewal observed for %s; cluster marked Ready=Unknown", silent.Round(time.Second))
+		if j.expired && !meta.IsStatusConditionPresentAndEqual(before.Status.Conditions, dbfleetv1alpha1.ConditionReady, metav1.ConditionUnknown) {
+			log.Info("Cluster unreachable", "silentFor", j.silent, "syncMode", mc.Spec.SyncMode)
+			detectionSeconds.Observe(j.silent.Seconds())
+			r.Recorder.Eventf(mc, nil, corev1.EventTypeWarning, j.reason, "Detect", "%s; cluster marked Ready=Unknown", j.detail)
 		}
 	}
 
 	if err := r.syncTaints(ctx, mc, now); err != nil {
 		return ctrl.Result{}, err
 	}
-	if expired {
-		return ctrl.Result{}, nil // the next Lease change brings the cluster back
+	return ctrl.Result{RequeueAfter: j.recheck}, nil
+}
+
+// judgement is what the health reconcile of one cluster concluded.
+type judgement struct {
+	// silent is how long the hub has not seen the cluster alive; expired: longer than the grace period.
+	silent  time.Duration
+	expired bool
+	// reason and detail say why, for the Event of a cluster marked Ready=Unknown.
+	reason, detail string
+	// recheck is when to look again (zero: only on the next watch event).
+	recheck time.Duration
+}
+
+// judgeAgent judges a Pull cluster by its agent's Lease renewals and copies its report.
+func (r *Reconciler) judgeAgent(ctx context.Context, mc *dbfleetv1alpha1.MemberCluster) (judgement, error) {
+	// Renewals are observed as the Lease watch delivers them (observeLease), the initial list
+	// included, so the reconcile reads the Observer. A silence of half the grace period (two
+	// missed heartbeats at the defaults) is checked with a read of the Lease, since the watch may
+	// be behind: a renewal found that way counts from the read, so reading early keeps that error
+	// small (a read only at the grace period, after a watch 8 s behind, marked a lost cluster
+	// 32 s after its last renewal instead of 20). The judgement at the grace period reads again.
+	r.Observer.Known(mc.Name)
+	silent, err := r.Observer.ConfirmedSilentFor(ctx, mc.Name, r.suspectAfter())
+	if err != nil {
+		return judgement{}, err
+	}
+	j := judgement{silent: silent, expired: silent > r.GracePeriod, reason: dbfleetv1alpha1.ReasonAgentLeaseExpired,
+		detail: fmt.Sprintf("no lease renewal observed for %s", silent.Round(time.Second))}
+	if err := r.copyReport(ctx, mc, j.expired); err != nil {
+		return judgement{}, err
+	}
+	if j.expired {
+		// The message must not carry the growing silence: every reconcile would rewrite it, and
+		// each rewrite is a MemberCluster event that reconciles again, a write loop for as long as
+		// the cluster is down (the Event says how long it was silent).
+		msg := fmt.Sprintf("no renewal of the agent's lease observed within the grace period (%s)", r.GracePeriod)
+		setCondition(mc, dbfleetv1alpha1.ConditionReady, metav1.ConditionUnknown, dbfleetv1alpha1.ReasonAgentLeaseExpired, msg)
+		setCondition(mc, dbfleetv1alpha1.ConditionAgentConnected, metav1.ConditionFalse, dbfleetv1alpha1.ReasonAgentLeaseExpired, msg)
+		return j, nil // the next Lease change brings the cluster back
+	}
+	if !r.Observer.LastObserved(mc.Name).IsZero() {
+		msg := "the agent renews its lease"
+		if a := mc.Status.Agent; a != nil && a.HeartbeatIntervalSeconds > 0 {
+			msg = fmt.Sprintf("the agent renews its lease every %ds", a.HeartbeatIntervalSeconds)
+		}
+		setCondition(mc, dbfleetv1alpha1.ConditionAgentConnected, metav1.ConditionTrue, dbfleetv1alpha1.ReasonLeaseRenewed, msg)
 	}
 	// Look again when the silence becomes suspect, then just after the grace period would run out.
 	next := r.GracePeriod - silent
 	if silent < r.suspectAfter() {
 		next = r.suspectAfter() - silent
 	}
-	return ctrl.Result{RequeueAfter: next + time.Second/10}, nil
+	j.recheck = next + time.Second/10
+	return j, nil
+}
+
+// judgePush judges a Push cluster, which has no agent, by the hub's own probe of its API server.
+// An answer counts as the cluster seen alive, on the Observer as an agent's renewal would (so
+// the failover gate counts the silence the same way, on the hub's monotonic clock); Ready
+// follows the answer to /readyz; no answer for the grace period makes it Ready=Unknown. A probe
+// that fails within the grace period changes nothing, as one missed heartbeat would not.
+func (r *Reconciler) judgePush(ctx context.Context, mc *dbfleetv1alpha1.MemberCluster) judgement {
+	r.Observer.Known(mc.Name)
+	probe := push.Reachability{Err: errors.New("the hub probes no Push cluster (it has no push provider)")}
+	if r.Prober != nil {
+		probe = r.Prober.Probe(ctx, mc.Name)
+	}
+	if probe.Reached {
+		// The Observer compares a value only with itself: the hub's clock reading is always new.
+		r.Observer.Observe(mc.Name, r.Clock.Now())
+	}
+	if probe.Err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("Probe of the member API server failed", "reached", probe.Reached, "error", probe.Err.Error())
+	}
+	silent, _ := r.Observer.SilentFor(mc.Name)
+	j := judgement{silent: silent, expired: silent > r.GracePeriod, reason: dbfleetv1alpha1.ReasonMemberAPIServerUnreachable,
+		detail: fmt.Sprintf("member API server not reached for %s (%v)", silent.Round(time.Second), probe.Err),
+		// No watch event brings a Push cluster back: keep probing, expired or not.
+		recheck: r.probeInterval()}
+	setCondition(mc, dbfleetv1alpha1.ConditionAgentConnected, metav1.ConditionFalse, dbfleetv1alpha1.ReasonPushMode,
+		"does not apply: the cluster is in Push mode, the hub drives it and probes its API server itself")
+	switch {
+	case j.expired:
+		// As for agents, the message must not change from one probe to the next (the error does).
+		setCondition(mc, dbfleetv1alpha1.ConditionReady, metav1.ConditionUnknown, dbfleetv1alpha1.ReasonMemberAPIServerUnreachable,
+			fmt.Sprintf("the hub has not reached the member API server within the grace period (%s)", r.GracePeriod))
+	case probe.Ready:
+		setCondition(mc, dbfleetv1alpha1.ConditionReady, metav1.ConditionTrue, dbfleetv1alpha1.ReasonMemberAPIServerReachable,
+			"the hub reaches the member API server and its /readyz is ok")
+		if probe.Version != "" {
+			mc.Status.KubernetesVersion = probe.Version
+		}
+		if probe.Summary != nil {
+			mc.Status.ResourceSummary = probe.Summary
+		}
+	case probe.Reached:
+		setCondition(mc, dbfleetv1alpha1.ConditionReady, metav1.ConditionFalse, dbfleetv1alpha1.ReasonMemberAPIServerNotReady,
+			"the member API server answers, but its /readyz is not ok")
+	}
+	return j
+}
+
+// probeInterval is how often the hub probes a Push cluster, and how long one probe may take: a
+// quarter of the grace period, so that a lost cluster has missed about four probes when it is
+// judged lost.
+func (r *Reconciler) probeInterval() time.Duration {
+	return r.GracePeriod / 4
 }
 
 // copyReport copies the agent's MemberClusterReport into mc's status: the agent's settings, the

@@ -10,20 +10,29 @@ import (
 	"sigs.k8s.io/multicluster-runtime/providers/kubeconfig"
 
 	"github.com/dbfleet/dbfleet/pkg/agent/member"
+	"github.com/dbfleet/dbfleet/pkg/hub"
 )
 
 // Name is the controller's name in the hub's --controllers list.
 const Name = "push"
 
-// Namespace holds the Push clusters' kubeconfig Secrets; each Secret is named after its cluster.
-const Namespace = "dbfleet-system"
+// The kubeconfig Secret of a Push cluster, as the provider reads it: in the hub's namespace
+// (hub.Namespace), named SecretName(cluster), labelled SecretLabel=true, the kubeconfig under
+// SecretKey. `hub join --sync-mode Push` writes it with these names.
+const (
+	// SecretLabel marks the Secrets the provider engages (value "true").
+	SecretLabel = "dbfleet.io/kubeconfig"
+	// SecretKey is the Secret's data key holding the kubeconfig.
+	SecretKey = "kubeconfig"
+)
 
-// SecretLabel marks those Secrets.
-const SecretLabel = "dbfleet.io/kubeconfig"
+// SecretName names a Push cluster's kubeconfig Secret: the cluster's own name, because the
+// provider engages each cluster under the name of its Secret.
+func SecretName(cluster string) string { return cluster }
 
 // NewProvider returns the provider that engages Push clusters from their kubeconfig Secrets.
 func NewProvider() *kubeconfig.Provider {
-	return kubeconfig.New(kubeconfig.Options{Namespace: Namespace, KubeconfigSecretLabel: SecretLabel, KubeconfigSecretKey: "kubeconfig"})
+	return kubeconfig.New(kubeconfig.Options{Namespace: hub.Namespace, KubeconfigSecretLabel: SecretLabel, KubeconfigSecretKey: SecretKey})
 }
 
 // The hub reads only the kubeconfig Secrets of its own namespace, and writes MemberDatabase status

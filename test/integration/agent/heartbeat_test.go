@@ -71,7 +71,7 @@ func TestHeartbeatRenewsLeaseAndReportsCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	lease := &coordinationv1.Lease{}
-	leaseKey := client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(name), Name: heartbeat.LeaseName}
+	leaseKey := client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(name), Name: dbfleetv1alpha1.AgentLeaseName}
 	if err := hub.Client.Get(ctx, leaseKey, lease); err != nil {
 		t.Fatal(err)
 	}

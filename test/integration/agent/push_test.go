@@ -17,6 +17,7 @@ import (
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	hubpkg "github.com/dbfleet/dbfleet/pkg/hub"
 	"github.com/dbfleet/dbfleet/pkg/hub/push"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
@@ -29,21 +30,21 @@ func TestHubDrivesPushMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: push.Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: hubpkg.Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	mc := &dbfleetv1alpha1.MemberCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: clusterName},
 		Spec: dbfleetv1alpha1.MemberClusterSpec{SyncMode: dbfleetv1alpha1.SyncPush,
-			KubeconfigSecretRef: &dbfleetv1alpha1.SecretReference{Namespace: push.Namespace, Name: clusterName}},
+			KubeconfigSecretRef: &dbfleetv1alpha1.SecretReference{Namespace: hubpkg.Namespace, Name: clusterName}},
 	}
 	if err := hub.Client.Create(ctx, mc); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = hub.Client.Delete(ctx, mc) })
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: push.Namespace, Name: clusterName, Labels: map[string]string{push.SecretLabel: "true"}},
-		Data:       map[string][]byte{"kubeconfig": kubeconfig},
+		ObjectMeta: metav1.ObjectMeta{Namespace: hubpkg.Namespace, Name: clusterName, Labels: map[string]string{push.SecretLabel: "true"}},
+		Data:       map[string][]byte{push.SecretKey: kubeconfig},
 	}
 	if err := hub.Client.Create(ctx, secret); err != nil {
 		t.Fatal(err)
@@ -60,7 +61,7 @@ func TestHubDrivesPushMembers(t *testing.T) {
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Namespaces: map[string]cache.Config{push.Namespace: {}}},
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{hubpkg.Namespace: {}}},
 		}},
 	})
 	if err != nil {

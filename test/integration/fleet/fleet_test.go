@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/join"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
@@ -126,7 +127,7 @@ func memberKubeconfig(t *testing.T, east *framework.Environment) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := cs.CoreV1().ServiceAccounts("dbfleet-system").CreateToken(context.Background(), "dbfleet-agent",
+	tok, err := cs.CoreV1().ServiceAccounts(join.SystemNamespace).CreateToken(context.Background(), join.AgentName,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
+	"github.com/dbfleet/dbfleet/pkg/join"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
@@ -72,7 +73,7 @@ func joinMember(t *testing.T, hubBin, agentBin, adminPath, dir, name, region str
 			if err := m.env.Client.Get(ctx, client.ObjectKeyFromObject(obj), secret); err != nil {
 				t.Fatal(err)
 			}
-			hubKubeconfig = secret.Data["kubeconfig"]
+			hubKubeconfig = secret.Data[join.KubeconfigKey]
 		}
 	}
 	if hubKubeconfig == nil {

@@ -105,7 +105,7 @@ func TestSilentAgentGoesUnknownAndTainted(t *testing.T) {
 	if detected < grace {
 		t.Errorf("marked Unknown after %s, before the grace period %s", detected, grace)
 	}
-	if c := meta.FindStatusCondition(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady); c.Reason != clusterhealth.ReasonAgentLeaseExpired {
+	if c := meta.FindStatusCondition(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady); c.Reason != dbfleetv1alpha1.ReasonAgentLeaseExpired {
 		t.Errorf("Ready reason %s", c.Reason)
 	}
 	if !meta.IsStatusConditionFalse(mc.Status.Conditions, dbfleetv1alpha1.ConditionAgentConnected) {
@@ -152,7 +152,7 @@ func TestTheHubCopiesTheAgentsReport(t *testing.T) {
 			Allocated:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")},
 		},
 		Conditions: []metav1.Condition{{Type: dbfleetv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
-			Reason: heartbeat.ReasonMemberAPIUnhealthy, Message: "the agent cannot reach its member API server: refused", LastTransitionTime: metav1.Now()}},
+			Reason: dbfleetv1alpha1.ReasonMemberAPIServerUnhealthy, Message: "the agent cannot reach its member API server: refused", LastTransitionTime: metav1.Now()}},
 	}
 	if err := f.c.Create(f.ctx, report); err != nil {
 		t.Fatal(err)
@@ -167,12 +167,12 @@ func TestTheHubCopiesTheAgentsReport(t *testing.T) {
 	f.waitMember(a, "the report copied, Ready=False and tainted not-ready", func(mc *dbfleetv1alpha1.MemberCluster) bool {
 		ready := meta.FindStatusCondition(mc.Status.Conditions, dbfleetv1alpha1.ConditionReady)
 		cpu := mc.Status.ResourceSummary.Allocated[corev1.ResourceCPU]
-		return ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == heartbeat.ReasonMemberAPIUnhealthy &&
+		return ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == dbfleetv1alpha1.ReasonMemberAPIServerUnhealthy &&
 			mc.Status.KubernetesVersion == "v1.35.4" && mc.Status.Agent != nil && mc.Status.Agent.Version == "v0.0.1-test" &&
 			cpu.Cmp(resource.MustParse("3")) == 0 && healthTaints(mc, dbfleetv1alpha1.TaintClusterNotReady)[corev1.TaintEffectNoExecute]
 	})
 
-	report.Status.Conditions[0].Status, report.Status.Conditions[0].Reason = metav1.ConditionTrue, heartbeat.ReasonAgentReady
+	report.Status.Conditions[0].Status, report.Status.Conditions[0].Reason = metav1.ConditionTrue, dbfleetv1alpha1.ReasonAgentReady
 	if err := f.c.Update(f.ctx, report); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestAgentClockSkewDoesNotMatter(t *testing.T) {
 	startClusterHealth(t, grace)
 	a := f.member("a", "r1", 100)
 	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: dbfleetv1alpha1.MemberNamespace(a), Name: heartbeat.LeaseName,
+		ObjectMeta: metav1.ObjectMeta{Namespace: dbfleetv1alpha1.MemberNamespace(a), Name: dbfleetv1alpha1.AgentLeaseName,
 			Labels: map[string]string{dbfleetv1alpha1.LabelCluster: a}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(a), LeaseDurationSeconds: ptr.To[int32](1),
 			RenewTime: &metav1.MicroTime{Time: time.Now().Add(-time.Hour)}},
@@ -236,7 +236,7 @@ func TestAWatchThatFellBehindIsNotASilentAgent(t *testing.T) {
 	f := newFixture(t)
 	a := f.member("a", "r1", 100)
 	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: dbfleetv1alpha1.MemberNamespace(a), Name: heartbeat.LeaseName,
+		ObjectMeta: metav1.ObjectMeta{Namespace: dbfleetv1alpha1.MemberNamespace(a), Name: dbfleetv1alpha1.AgentLeaseName,
 			Labels: map[string]string{dbfleetv1alpha1.LabelCluster: a}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(a), LeaseDurationSeconds: ptr.To[int32](15),
 			RenewTime: &metav1.MicroTime{Time: time.Now()}},

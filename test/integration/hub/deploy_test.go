@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	hubpkg "github.com/dbfleet/dbfleet/pkg/hub"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
@@ -71,7 +72,7 @@ func TestDeployRendersAndRunsWithLeastPrivilege(t *testing.T) {
 	asHub := rest.CopyConfig(env.Config)
 	asHub.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:dbfleet-system:dbfleet-hub"}
 	startHubAs(t, asHub, ctrl.Options{
-		LeaderElection: true, LeaderElectionNamespace: "dbfleet-system", LeaderElectionID: "dbfleet-hub",
+		LeaderElection: true, LeaderElectionNamespace: hubpkg.Namespace, LeaderElectionID: "dbfleet-hub",
 		LeaderElectionReleaseOnCancel: true,
 	})
 	f := newFixture(t)
@@ -128,7 +129,7 @@ func TestAgentLeaseRenewalsHaveTheirOwnPriorityLevel(t *testing.T) {
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dbfleet-agent"}}
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: dbfleetv1alpha1.AgentLeaseName}}
 	if err := env.Client.Create(ctx, lease); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func TestAgentLeaseRenewalsHaveTheirOwnPriorityLevel(t *testing.T) {
 		_ = resp.Body.Close()
 		return resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID")
 	}
-	if got := level(http.MethodPut, "/apis/coordination.k8s.io/v1/namespaces/"+ns+"/leases/dbfleet-agent"); got != plUID {
+	if got := level(http.MethodPut, "/apis/coordination.k8s.io/v1/namespaces/"+ns+"/leases/"+dbfleetv1alpha1.AgentLeaseName); got != plUID {
 		t.Errorf("an agent's Lease renewal lands in priority level %q, want dbfleet-heartbeat (%s)", got, plUID)
 	}
 	if got := level(http.MethodPatch, "/apis/dbfleet.io/v1alpha1/namespaces/"+ns+"/memberdatabases/x/status"); got == "" || got == plUID {

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/agent/heartbeat"
 	"github.com/dbfleet/dbfleet/pkg/hub/databasecluster"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
@@ -294,7 +293,7 @@ func (f *fixture) renewAsAgent(cluster string, renewTime metav1.Time) {
 	f.t.Helper()
 	micro := metav1.NewMicroTime(renewTime.Time)
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
-		Namespace: dbfleetv1alpha1.MemberNamespace(cluster), Name: heartbeat.LeaseName,
+		Namespace: dbfleetv1alpha1.MemberNamespace(cluster), Name: dbfleetv1alpha1.AgentLeaseName,
 		Labels: map[string]string{dbfleetv1alpha1.LabelCluster: cluster},
 	}}
 	_, err := controllerutil.CreateOrUpdate(f.ctx, f.c, lease, func() error {

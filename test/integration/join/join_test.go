@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	hubpkg "github.com/dbfleet/dbfleet/pkg/hub"
+	"github.com/dbfleet/dbfleet/pkg/hub/push"
 	"github.com/dbfleet/dbfleet/pkg/join"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
@@ -65,7 +67,7 @@ func TestAgentCredentialIsLeastPrivilege(t *testing.T) {
 
 	// Allowed: its heartbeat Lease, by name.
 	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: nsAlpha, Name: join.LeaseName},
+		ObjectMeta: metav1.ObjectMeta{Namespace: nsAlpha, Name: dbfleetv1alpha1.AgentLeaseName},
 		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("alpha"), LeaseDurationSeconds: ptr.To[int32](15)},
 	}
 	allowed(t, "create its Lease", agent.Create(ctx, lease))
@@ -141,7 +143,7 @@ func TestAgentCredentialIsLeastPrivilege(t *testing.T) {
 	forbidden(t, "list Leases", agent.List(ctx, &coordinationv1.LeaseList{}, client.InNamespace(nsAlpha)))
 	forbidden(t, "get another Lease", agent.Get(ctx, client.ObjectKey{Namespace: nsAlpha, Name: "other"}, &coordinationv1.Lease{}))
 	forbidden(t, "create a Lease in another member's namespace", agent.Create(ctx, &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: nsBeta, Name: join.LeaseName},
+		ObjectMeta: metav1.ObjectMeta{Namespace: nsBeta, Name: dbfleetv1alpha1.AgentLeaseName},
 	}))
 	forbidden(t, "delete its Lease", agent.Delete(ctx, lease))
 	forbidden(t, "list ServiceAccounts", agent.List(ctx, &corev1.ServiceAccountList{}, client.InNamespace(nsAlpha)))
@@ -345,7 +347,7 @@ func TestPushMode(t *testing.T) {
 	if stdout != "" {
 		t.Errorf("Push mode printed manifests:\n%s", stdout)
 	}
-	if !strings.Contains(stderr, join.PushSecretName("zeta")) {
+	if !strings.Contains(stderr, push.SecretName("zeta")) {
 		t.Errorf("Push join does not name the Secret it wrote:\n%s", stderr)
 	}
 	mc := &dbfleetv1alpha1.MemberCluster{}
@@ -353,18 +355,18 @@ func TestPushMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := mc.Spec.KubeconfigSecretRef
-	if mc.Spec.SyncMode != dbfleetv1alpha1.SyncPush || ref == nil || ref.Namespace != join.SystemNamespace || ref.Name != "zeta" {
+	if mc.Spec.SyncMode != dbfleetv1alpha1.SyncPush || ref == nil || ref.Namespace != hubpkg.Namespace || ref.Name != "zeta" {
 		t.Fatalf("MemberCluster spec %+v, want Push with kubeconfigSecretRef dbfleet-system/zeta", mc.Spec)
 	}
 	secret := &corev1.Secret{}
 	if err := hub.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
 		t.Fatal(err)
 	}
-	if secret.Labels[dbfleetv1alpha1.LabelCluster] != "zeta" || secret.Labels[join.LabelKubeconfig] != "true" {
+	if secret.Labels[dbfleetv1alpha1.LabelCluster] != "zeta" || secret.Labels[push.SecretLabel] != "true" {
 		t.Errorf("Secret labels %v", secret.Labels)
 	}
 	// The stored kubeconfig works: it reaches the "member" (here the hub itself).
-	member := clientFor(t, secret.Data[join.KubeconfigKey])
+	member := clientFor(t, secret.Data[push.SecretKey])
 	if err := member.List(ctx, &corev1.NamespaceList{}); err != nil {
 		t.Errorf("the stored kubeconfig does not work: %v", err)
 	}

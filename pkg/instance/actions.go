@@ -1,0 +1,385 @@
+package instance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dbfleet/dbfleet/pkg/instance/decide"
+	"github.com/dbfleet/dbfleet/pkg/instance/pgconf"
+	"github.com/dbfleet/dbfleet/pkg/instance/pgsql"
+	"github.com/dbfleet/dbfleet/pkg/instance/status"
+)
+
+// cloneDirSuffix names the directory a clone is made in, beside the data directory; it becomes
+// the data directory only once pg_basebackup has finished.
+const cloneDirSuffix = ".clone"
+
+// errBackoff: an attempt to start postgres came too soon after the last one.
+var errBackoff = errors.New("waiting before starting postgres again")
+
+// errFenced: the instance fenced itself at this epoch meanwhile.
+var errFenced = errors.New("fenced at this epoch")
+
+type mismatchError struct{ local, primary, endpoint string }
+
+func (e *mismatchError) Error() string {
+	return fmt.Sprintf("the data directory belongs to database system %s, but the primary at %s is %s: refusing to start (nothing is deleted)",
+		e.local, e.endpoint, e.primary)
+}
+
+// bootstrap initialises the first primary's data directory and starts it.
+func (m *Manager) bootstrap(ctx context.Context, d decide.Decision) error {
+	pwfile := filepath.Join(m.opts.DataVolume, ".dbfleet-initdb-pwfile")
+	if err := os.WriteFile(pwfile, []byte(m.creds.superuser.Password+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write initdb password file: %w", err)
+	}
+	defer os.Remove(pwfile)
+	if m.owner != nil {
+		if err := os.Chown(pwfile, m.owner.UID, m.owner.GID); err != nil {
+			return fmt.Errorf("chown initdb password file: %w", err)
+		}
+	}
+	m.log.Info("Initialising the data directory", "dataDir", m.dataDir, "epoch", d.Epoch)
+	if err := m.bins.InitDB(ctx, m.dataDir, m.creds.superuser.Username, pwfile); err != nil {
+		return err
+	}
+	if err := m.recordPromoted(d.Epoch); err != nil {
+		return err
+	}
+	return m.startPrimary(ctx, d)
+}
+
+// clone copies the primary into the (empty) data directory.
+func (m *Manager) clone(ctx context.Context, d decide.Decision) error {
+	host, port, err := net.SplitHostPort(d.PrimaryEndpoint)
+	if err != nil {
+		return fmt.Errorf("primary endpoint %q: %w", d.PrimaryEndpoint, err)
+	}
+	tmp := m.dataDir + cloneDirSuffix
+	// Only an unfinished clone of ours can be there: it never held a database that ran.
+	if err := os.RemoveAll(tmp); err != nil {
+		return fmt.Errorf("remove unfinished clone %s: %w", tmp, err)
+	}
+	m.log.Info("Cloning the primary", "primaryEndpoint", d.PrimaryEndpoint)
+	r := m.creds.replication
+	if err := m.bins.BaseBackup(ctx, tmp, host, port, r.Username, r.Password, m.opts.PodName); err != nil {
+		return err
+	}
+	if err := pgconf.RemoveState(tmp); err != nil {
+		return err
+	}
+	if err := os.Remove(m.dataDir); err != nil {
+		return fmt.Errorf("replace the empty data directory with the clone: %w", err)
+	}
+	if err := os.Rename(tmp, m.dataDir); err != nil {
+		return fmt.Errorf("move the clone into place: %w", err)
+	}
+	m.log.Info("Cloned the primary", "primaryEndpoint", d.PrimaryEndpoint)
+	return nil
+}
+
+// runStandby keeps postgres running as a standby following d.PrimaryEndpoint.
+func (m *Manager) runStandby(ctx context.Context, d decide.Decision) error {
+	sb, err := m.standbyConf(d.PrimaryEndpoint)
+	if err != nil {
+		return err
+	}
+	if m.running() == status.RoleStandby {
+		changed, err := pgconf.WriteStandby(m.dataDir, sb, m.owner)
+		if err != nil || !changed {
+			return err
+		}
+		m.log.Info("Following a new primary endpoint", "primaryEndpoint", d.PrimaryEndpoint)
+		return m.withConn(ctx, pgsql.Reload)
+	}
+	if err := m.checkSystemIdentifier(ctx, d.PrimaryEndpoint); err != nil {
+		return err
+	}
+	if err := m.writeConfig(); err != nil {
+		return err
+	}
+	if _, err := pgconf.WriteStandby(m.dataDir, sb, m.owner); err != nil {
+		return err
+	}
+	if err := pgconf.SetStandbySignal(m.dataDir, true, m.owner); err != nil {
+		return err
+	}
+	return m.start(status.RoleStandby, 0)
+}
+
+// standbyConf is what a standby of endpoint writes; an empty endpoint follows nobody.
+func (m *Manager) standbyConf(endpoint string) (pgconf.Standby, error) {
+	sb := pgconf.Standby{User: m.creds.replication.Username, Password: m.creds.replication.Password,
+		ApplicationName: m.opts.PodName, SlotName: pgconf.SlotName(m.opts.PodName)}
+	if endpoint == "" {
+		return pgconf.Standby{}, nil
+	}
+	host, port, err := net.SplitHostPort(endpoint)
+	if err != nil {
+		return sb, fmt.Errorf("primary endpoint %q: %w", endpoint, err)
+	}
+	sb.Host, sb.Port = host, port
+	return sb, nil
+}
+
+// checkSystemIdentifier refuses a data directory of another database than the primary's. An
+// unreachable primary is no refusal: the standby starts and postgres' walreceiver checks too.
+func (m *Manager) checkSystemIdentifier(ctx context.Context, endpoint string) error {
+	if endpoint == "" {
+		return nil
+	}
+	m.mu.Lock()
+	last := m.mismatch
+	m.mu.Unlock()
+	if last.endpoint == endpoint && time.Since(last.at) < mismatchRecheck {
+		return last.err
+	}
+	host, port, err := net.SplitHostPort(endpoint)
+	if err != nil {
+		return fmt.Errorf("primary endpoint %q: %w", endpoint, err)
+	}
+	ctl, err := m.bins.ControlData(ctx, m.dataDir)
+	if err != nil {
+		return err
+	}
+	var result error
+	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	primary, err := pgsql.IdentifySystem(ictx, host, port, m.creds.replication)
+	switch {
+	case err != nil:
+		m.log.Info("Cannot ask the primary for its system identifier; starting anyway", "err", err.Error())
+	case primary != ctl.SystemIdentifier:
+		result = &mismatchError{local: ctl.SystemIdentifier, primary: primary, endpoint: endpoint}
+	}
+	m.mu.Lock()
+	m.mismatch = mismatchCheck{endpoint: endpoint, at: time.Now(), err: result}
+	m.mu.Unlock()
+	return result
+}
+
+// promote ends recovery at d.Epoch (or, already primary, adopts d.Epoch).
+func (m *Manager) promote(ctx context.Context, d decide.Decision) error {
+	if m.running() == status.RoleStandby {
+		if err := m.allowWrites(d); err != nil {
+			return err
+		}
+		m.log.Info("Promoting", "epoch", d.Epoch)
+		if err := m.bins.Promote(ctx, m.dataDir); err != nil {
+			return err
+		}
+		m.mu.Lock()
+		m.mode = status.RolePrimary
+		m.mu.Unlock()
+	}
+	// The roles came with the data from the primary this standby followed.
+	m.setRolesReady()
+	if err := m.recordPromoted(d.Epoch); err != nil {
+		return err
+	}
+	m.log.Info("Primary", "epoch", d.Epoch)
+	return nil
+}
+
+// runPrimary keeps postgres running as primary and its slots in step with the standbys.
+func (m *Manager) runPrimary(ctx context.Context, d decide.Decision, standbys []string) error {
+	if m.running() != status.RolePrimary {
+		if err := m.startPrimary(ctx, d); err != nil {
+			return err
+		}
+	}
+	m.mu.Lock()
+	due := time.Since(m.slotsSync) >= time.Second
+	m.mu.Unlock()
+	if !due {
+		return nil
+	}
+	slots := make([]string, 0, len(standbys))
+	for _, s := range standbys {
+		if s != m.opts.PodName {
+			slots = append(slots, pgconf.SlotName(s))
+		}
+	}
+	err := m.withConn(ctx, func(ctx context.Context, conn *pgx.Conn) error {
+		created, dropped, err := pgsql.SyncSlots(ctx, conn, pgconf.SlotPrefix, slots)
+		if len(created)+len(dropped) > 0 {
+			m.log.Info("Replication slots", "created", created, "dropped", dropped)
+		}
+		return err
+	})
+	if err == nil {
+		m.mu.Lock()
+		m.slotsSync = time.Now()
+		m.mu.Unlock()
+	}
+	return err
+}
+
+// startPrimary starts postgres out of recovery and sets the roles from the Secrets.
+func (m *Manager) startPrimary(ctx context.Context, d decide.Decision) error {
+	if err := m.writeConfig(); err != nil {
+		return err
+	}
+	if _, err := pgconf.WriteStandby(m.dataDir, pgconf.Standby{}, m.owner); err != nil {
+		return err
+	}
+	if err := pgconf.SetStandbySignal(m.dataDir, false, m.owner); err != nil {
+		return err
+	}
+	if err := m.allowWrites(d); err != nil {
+		return err
+	}
+	if err := m.start(status.RolePrimary, d.Epoch); err != nil {
+		return err
+	}
+	c := m.creds
+	err := m.withConn(ctx, func(ctx context.Context, conn *pgx.Conn) error {
+		return pgsql.EnsureRoles(ctx, conn, c.superuser, c.replication, c.app)
+	})
+	if err != nil {
+		return err
+	}
+	m.setRolesReady()
+	return nil
+}
+
+// setRolesReady lets /readyz say ready: the roles of the Secrets exist on this primary.
+func (m *Manager) setRolesReady() {
+	m.mu.Lock()
+	m.rolesReady = true
+	m.mu.Unlock()
+}
+
+// allowWrites arms the fence timer before postgres may take a write, judging the Lease afresh:
+// the decision may be seconds old (an initdb, a clone), and the Lease renewed or lost since.
+func (m *Manager) allowWrites(d decide.Decision) error {
+	j := m.judgeLease(d.Epoch)
+	if !j.Valid {
+		return fmt.Errorf("no valid Lease at epoch %d: %s", d.Epoch, j.Message)
+	}
+	m.guard.arm(d.Epoch, j)
+	return nil
+}
+
+// judgeLease judges the Lease as last read for epoch, now.
+func (m *Manager) judgeLease(epoch int64) decide.LeaseJudgement {
+	return decide.JudgeLease(m.obs.Snapshot().Lease, decide.Holder(m.opts.Cluster, epoch), time.Now())
+}
+
+// start starts postgres as mode, unless the instance fenced itself at epoch meanwhile (the
+// guard may fire while the loop is on its way here).
+func (m *Manager) start(mode status.Role, epoch int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if mode == status.RolePrimary && m.state.FencedEpoch >= epoch {
+		return errFenced
+	}
+	if time.Since(m.lastStart) < restartBackoff {
+		return errBackoff
+	}
+	crashed := m.proc.Crashed()
+	m.lastStart = time.Now()
+	if err := m.proc.Start(); err != nil {
+		return err
+	}
+	if crashed {
+		m.restarts++
+	}
+	m.mode, m.fenced, m.rolesReady = mode, false, false
+	m.server = status.Status{} // nothing read from this postmaster yet
+	m.log.Info("Started postgres", "as", mode, "epoch", epoch)
+	return nil
+}
+
+// writeConfig writes dbfleet.conf and pg_hba.conf.
+func (m *Manager) writeConfig() error {
+	return pgconf.Write(m.dataDir,
+		pgconf.Settings{Port: m.opts.PostgresPort, ListenAddresses: m.opts.ListenAddresses, ClusterName: m.opts.PodName},
+		pgconf.Auth{Superuser: m.creds.superuser.Username, Replication: m.creds.replication.Username,
+			SuperuserFromNetwork: m.opts.SuperuserFromNetwork},
+		m.owner)
+}
+
+// withConn runs f on a new superuser connection to the local postgres, waiting (up to a
+// minute) for postgres to accept connections.
+func (m *Manager) withConn(ctx context.Context, f func(context.Context, *pgx.Conn) error) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cfg, err := pgsql.ConnConfig(m.connectHost(), m.opts.PostgresPort, m.creds.superuser.Username, m.creds.superuser.Password, "postgres")
+	if err != nil {
+		return err
+	}
+	for {
+		conn, err := pgsql.Connect(ctx, cfg)
+		if err == nil {
+			defer conn.Close(context.Background())
+			return f(ctx, conn)
+		}
+		if !m.proc.Running() {
+			return fmt.Errorf("postgres exited: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// recordPromoted records that this data directory became primary at epoch.
+func (m *Manager) recordPromoted(epoch int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.state
+	s.Pod, s.PromotedEpoch = m.opts.PodName, epoch
+	if err := pgconf.WriteState(m.dataDir, s, m.owner); err != nil {
+		return err
+	}
+	m.state = s
+	return nil
+}
+
+// fenceAtDeadline is the guard's: the Lease deadline of epoch came with no renewal seen.
+func (m *Manager) fenceAtDeadline(epoch int64, writableUntil time.Time) {
+	m.fence(epoch, status.ReasonFenced, fmt.Sprintf("no Lease renewal seen before the deadline; writes stop by %s",
+		writableUntil.UTC().Format(time.RFC3339Nano)))
+}
+
+// fence records epoch as fenced and stops postgres: fast, immediate at the last deadline known.
+func (m *Manager) fence(epoch int64, reason status.Reason, msg string) {
+	m.mu.Lock()
+	wasFenced := m.fenced
+	if epoch > m.state.FencedEpoch {
+		s := m.state
+		s.Pod, s.FencedEpoch = m.opts.PodName, epoch
+		if err := pgconf.WriteState(m.dataDir, s, m.owner); err != nil {
+			m.log.Error(err, "Recording the fenced epoch failed; fencing anyway")
+		}
+		m.state = s
+	}
+	running := m.proc.Running()
+	if running {
+		m.fenced = true
+	}
+	m.mu.Unlock()
+	if !running {
+		return
+	}
+	immediateAt := m.guard.deadline()
+	if immediateAt.IsZero() || time.Until(immediateAt) > 10*time.Second {
+		immediateAt = time.Now().Add(10 * time.Second)
+	}
+	if !wasFenced {
+		m.log.Info("Fencing: stopping postgres", "epoch", epoch, "reason", reason, "message", msg, "immediateAt", immediateAt)
+	}
+	m.guard.disarm()
+	m.proc.Stop(immediateAt)
+	m.log.Info("Fenced", "epoch", epoch)
+}

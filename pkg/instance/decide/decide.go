@@ -1,0 +1,223 @@
+package decide
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/dbfleet/dbfleet/pkg/instance/status"
+)
+
+// Pod roles, as the agent labels pods (api/v1alpha1 RolePrimary, RoleReplica, RoleFenced).
+const (
+	PodRolePrimary = "primary"
+	PodRoleReplica = "replica"
+	PodRoleFenced  = "fenced"
+)
+
+// Pod is what the instance last read of its own Pod.
+type Pod struct {
+	// Known is false until the Pod has been read once.
+	Known bool
+	// Role is the pod's dbfleet.io/role label.
+	Role string
+	// Epoch is the pod's dbfleet.io/epoch annotation (0: missing or malformed).
+	Epoch int64
+	// PrimaryEndpoint is host:port of the primary to follow or clone from.
+	PrimaryEndpoint string
+}
+
+// Local is the state of this instance: its data directory and what postgres runs as.
+type Local struct {
+	// HasData: the data directory holds a database.
+	HasData bool
+	// PromotedEpoch is the epoch at which this data directory was last bootstrapped or promoted.
+	PromotedEpoch int64
+	// FencedEpoch is the highest epoch at which this instance fenced itself.
+	FencedEpoch int64
+	// ActedEpoch is the highest pod epoch the instance has accepted.
+	ActedEpoch int64
+	// Running is what postgres runs as now: RolePrimary, RoleStandby or RoleStopped.
+	Running status.Role
+}
+
+// Input is everything Decide looks at.
+type Input struct {
+	Now     time.Time
+	Cluster string
+	Pod     Pod
+	Lease   Lease
+	Local   Local
+}
+
+// Action is what the manager should do.
+type Action string
+
+const (
+	// ActionNone: leave postgres as it is (waiting, or already right).
+	ActionNone Action = "None"
+	// ActionBootstrap: initdb, start as primary, create the roles.
+	ActionBootstrap Action = "Bootstrap"
+	// ActionClone: pg_basebackup from the primary endpoint into an empty data directory.
+	ActionClone Action = "Clone"
+	// ActionRunStandby: run (or keep running) as a standby following Decision.PrimaryEndpoint,
+	// re-pointing and reloading when it changed.
+	ActionRunStandby Action = "RunStandby"
+	// ActionPromote: promote the running standby (pg_ctl promote) and record the epoch.
+	ActionPromote Action = "Promote"
+	// ActionRunPrimary: run (or keep running) as primary; start it if it is stopped.
+	ActionRunPrimary Action = "RunPrimary"
+	// ActionFence: stop taking writes (fast shutdown, immediate at WritableUntil) and record
+	// FencedEpoch; postgres stays stopped.
+	ActionFence Action = "Fence"
+)
+
+// Decision is what to do, at which epoch, and why.
+type Decision struct {
+	Action Action
+	// Epoch is the epoch acted on: the pod's, unless it is stale.
+	Epoch int64
+	// FencedEpoch is the epoch to record as fenced (ActionFence).
+	FencedEpoch int64
+	// PrimaryEndpoint is the endpoint to follow or clone from.
+	PrimaryEndpoint string
+	// Lease is the judgement of the Lease for "<cluster>/<Epoch>": the manager arms its fence
+	// timer at Lease.FenceAt while postgres runs as primary.
+	Lease LeaseJudgement
+	// Reason and Message explain a role other than the one asked for.
+	Reason  status.Reason
+	Message string
+}
+
+// Holder is the Lease holder of the primary at epoch in cluster: "<cluster>/<epoch>".
+func Holder(cluster string, epoch int64) string { return fmt.Sprintf("%s/%d", cluster, epoch) }
+
+// Decide says what postgres should be doing. Its rules:
+//   - postgres runs as primary only while the pod is primary at epoch E, the Lease names
+//     "<cluster>/<E>" and is valid, and this data directory was bootstrapped or promoted at E;
+//   - a running primary whose Lease is no longer valid, or whose pod is no longer primary, is
+//     fenced, and stays stopped while the pod's epoch is not above the fenced one;
+//   - a pod epoch below one already accepted is stale and never acted on;
+//   - only the first primary (epoch 1, empty data directory) bootstraps; others clone.
+func Decide(in Input) Decision {
+	local, pod := in.Local, in.Pod
+	acted := max(local.ActedEpoch, local.PromotedEpoch, local.FencedEpoch)
+	stale := pod.Known && pod.Epoch > 0 && pod.Epoch < acted
+	epoch := acted
+	if pod.Known && pod.Epoch > acted {
+		epoch = pod.Epoch
+	}
+	lease := JudgeLease(in.Lease, Holder(in.Cluster, epoch), in.Now)
+	d := Decision{Action: ActionNone, Epoch: epoch, Lease: lease, PrimaryEndpoint: pod.PrimaryEndpoint}
+
+	fence := func(reason status.Reason, msg string) Decision {
+		d.Action, d.Reason, d.Message = ActionFence, reason, msg
+		d.FencedEpoch = max(local.PromotedEpoch, local.FencedEpoch)
+		return d
+	}
+
+	// A running primary keeps running only under a valid Lease at its epoch and a pod that is
+	// still primary; nothing else below may leave it writable.
+	if local.Running == status.RolePrimary {
+		if !lease.Valid {
+			return fence(orReason(lease.Reason, status.ReasonFenced), lease.Message)
+		}
+		if !stale && pod.Known && pod.Role != PodRolePrimary {
+			if pod.Role == PodRoleFenced {
+				return fence(status.ReasonPodRoleFenced, "the agent labelled the pod fenced")
+			}
+			return fence(status.ReasonFenced, fmt.Sprintf("the pod's role is %q at epoch %d", pod.Role, pod.Epoch))
+		}
+	}
+	if !pod.Known || pod.Epoch <= 0 || pod.Role == "" {
+		d.Reason, d.Message = status.ReasonWaitingForPod, "waiting for the pod's dbfleet.io/role label and dbfleet.io/epoch annotation"
+		return d
+	}
+	if stale {
+		d.Reason = status.ReasonStaleEpoch
+		d.Message = fmt.Sprintf("the pod's epoch %d is below epoch %d already acted on", pod.Epoch, acted)
+		return d
+	}
+
+	switch pod.Role {
+	case PodRoleFenced:
+		d.Reason, d.Message = status.ReasonPodRoleFenced, "the agent labelled the pod fenced"
+		if local.Running != status.RoleStopped {
+			return fence(d.Reason, d.Message)
+		}
+		return d
+	case PodRolePrimary:
+		return decidePrimary(d, local, epoch)
+	default:
+		return decideStandby(d, local, epoch)
+	}
+}
+
+func decidePrimary(d Decision, local Local, epoch int64) Decision {
+	lease := d.Lease
+	switch {
+	case local.FencedEpoch >= epoch:
+		d.Reason = status.ReasonFenced
+		d.Message = fmt.Sprintf("fenced at epoch %d; waiting for a higher epoch", local.FencedEpoch)
+		if !lease.Valid && lease.Reason != "" {
+			// Keep saying why (a skewed clock, a lost Lease): the fence alone does not.
+			d.Reason, d.Message = lease.Reason, d.Message+": "+lease.Message
+		}
+		if local.Running != status.RoleStopped {
+			d.Action, d.FencedEpoch = ActionFence, local.FencedEpoch
+		}
+		return d
+	case !local.HasData:
+		if epoch != 1 || local.PromotedEpoch != 0 {
+			d.Reason = status.ReasonNoData
+			d.Message = fmt.Sprintf("primary at epoch %d with an empty data directory: only the first primary (epoch 1) initialises a database", epoch)
+			return d
+		}
+		if !lease.Valid {
+			d.Reason, d.Message = lease.Reason, lease.Message
+			return d
+		}
+		d.Action = ActionBootstrap
+		return d
+	case !lease.Valid:
+		// A standby stays a (read-only) standby until the Lease arrives; nothing starts writable.
+		d.Reason, d.Message = lease.Reason, lease.Message
+		return d
+	case local.PromotedEpoch == epoch && local.Running != status.RoleStandby:
+		d.Action = ActionRunPrimary
+		return d
+	case local.Running == status.RoleStopped:
+		// Promoted at an older epoch (or never): come up as a standby, then promote. It follows
+		// nobody meanwhile: the primary endpoint now names this very instance.
+		d.Action, d.PrimaryEndpoint = ActionRunStandby, ""
+		return d
+	default:
+		// A standby is promoted; a primary still running from an older epoch adopts this one.
+		d.Action = ActionPromote
+		return d
+	}
+}
+
+func decideStandby(d Decision, local Local, epoch int64) Decision {
+	switch {
+	case local.FencedEpoch >= epoch:
+		d.Reason = status.ReasonFenced
+		d.Message = fmt.Sprintf("fenced at epoch %d; waiting for a higher epoch", local.FencedEpoch)
+		return d
+	case d.PrimaryEndpoint == "":
+		d.Reason, d.Message = status.ReasonNoPrimaryEndpoint, "the pod has no dbfleet.io/primary-endpoint annotation"
+		return d
+	case !local.HasData:
+		d.Action = ActionClone
+		return d
+	default:
+		d.Action = ActionRunStandby
+		return d
+	}
+}
+
+func orReason(r, otherwise status.Reason) status.Reason {
+	if r == "" {
+		return otherwise
+	}
+	return r
+}

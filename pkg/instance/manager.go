@@ -1,0 +1,335 @@
+package instance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/dbfleet/dbfleet/pkg/instance/decide"
+	"github.com/dbfleet/dbfleet/pkg/instance/observe"
+	"github.com/dbfleet/dbfleet/pkg/instance/pgconf"
+	"github.com/dbfleet/dbfleet/pkg/instance/postgres"
+	"github.com/dbfleet/dbfleet/pkg/instance/status"
+)
+
+const (
+	// loopInterval bounds how long a decision waits for a change that no event announces (the
+	// clock reaching a Lease deadline, postgres exiting).
+	loopInterval = 100 * time.Millisecond
+	// restartBackoff spaces attempts to start postgres (a crashed postmaster's backends may hold
+	// its shared memory for a moment).
+	restartBackoff = time.Second
+	// retryBackoff spaces retries of a failed action (a clone while the primary starts up).
+	retryBackoff = 2 * time.Second
+	// shutdownTimeout is how long a fast shutdown on SIGTERM may take before it turns immediate.
+	shutdownTimeout = 20 * time.Second
+	// mismatchRecheck spaces system identifier checks of the same primary endpoint.
+	mismatchRecheck = 10 * time.Second
+)
+
+// Manager is one instance manager.
+type Manager struct {
+	opts    Options
+	dataDir string
+	bins    postgres.Binaries
+	owner   *pgconf.Owner
+	creds   credentials
+	proc    *postgres.Process
+	obs     *observe.Observer
+	guard   *guard
+	log     logr.Logger
+
+	// mu guards the fields below, and makes "not fenced, so start" one step against the guard.
+	mu     sync.Mutex
+	state  pgconf.State
+	acted  int64
+	mode   status.Role // what postgres was started as (or promoted to)
+	fenced bool        // stopped by a fence, not started since
+	// rolesReady: the primary has the Secrets' roles (set after EnsureRoles or a promotion).
+	rolesReady bool
+	decision   decide.Decision
+	errReason  status.Reason
+	errMsg     string
+	lastStart  time.Time
+	failed     decide.Action // the action that failed last, retried after retryAt
+	retryAt    time.Time
+	restarts   int // postgres started again after it exited on its own (a crash)
+	slotsSync  time.Time
+	server     status.Status // the last reading of the server, see server.go
+	mismatch   mismatchCheck
+}
+
+type mismatchCheck struct {
+	endpoint string
+	at       time.Time
+	err      error
+}
+
+// New checks the options and builds a Manager.
+func New(opts Options) (*Manager, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	binDir, err := postgres.FindBinDir(opts.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	cred, owner, err := opts.runAs()
+	if err != nil {
+		return nil, err
+	}
+	creds, err := opts.readCredentials()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := restConfig(opts.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return newManager(opts, binDir, cred, owner, creds, cs), nil
+}
+
+func newManager(opts Options, binDir string, cred *syscall.Credential, owner *pgconf.Owner, creds credentials, cs kubernetes.Interface) *Manager {
+	m := &Manager{
+		opts:    opts,
+		dataDir: opts.DataDir(),
+		bins:    postgres.Binaries{Dir: binDir, User: cred},
+		owner:   owner,
+		creds:   creds,
+		obs: &observe.Observer{Client: cs, Namespace: opts.Namespace, Pod: opts.PodName,
+			Lease: observe.PrimaryLeaseName(opts.Database), Interval: opts.PollInterval},
+		mode: status.RoleStopped,
+	}
+	m.proc = &postgres.Process{Bins: m.bins, DataDir: m.dataDir, Output: os.Stderr}
+	m.guard = &guard{fire: m.fenceAtDeadline}
+	return m
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("in-cluster configuration (pass --kubeconfig outside a pod): %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
+	}
+	return cfg, nil
+}
+
+// Run manages postgres until ctx ends, then shuts it down (fast, with a clean checkpoint).
+func (m *Manager) Run(ctx context.Context) error {
+	m.log = ctrl.LoggerFrom(ctx).WithValues("pod", m.opts.PodName)
+	ctx = ctrl.LoggerInto(ctx, m.log)
+	if err := m.prepareVolume(); err != nil {
+		return err
+	}
+	st, err := pgconf.ReadState(m.dataDir, m.opts.PodName)
+	if err != nil {
+		return err
+	}
+	m.state = st
+	m.acted = max(st.PromotedEpoch, st.FencedEpoch)
+
+	srv, err := m.serve(ctx)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+
+	var wg sync.WaitGroup
+	runCtx, cancel := context.WithCancel(ctx)
+	wg.Add(2)
+	go func() { defer wg.Done(); m.obs.Run(runCtx) }()
+	go func() { defer wg.Done(); m.watchServer(runCtx) }()
+	defer func() { cancel(); wg.Wait() }()
+
+	changed := m.obs.Changed()
+	tick := time.NewTicker(loopInterval)
+	defer tick.Stop()
+	for {
+		m.step(ctx)
+		select {
+		case <-ctx.Done():
+			m.shutdown()
+			return nil
+		case <-changed:
+		case <-tick.C:
+		}
+	}
+}
+
+// prepareVolume creates the data directory (mode 0700, owned by the postgres user).
+func (m *Manager) prepareVolume() error {
+	if err := os.MkdirAll(m.dataDir, 0o700); err != nil {
+		return fmt.Errorf("create data directory %s: %w", m.dataDir, err)
+	}
+	for _, dir := range []string{m.opts.DataVolume, m.dataDir} {
+		if m.owner != nil {
+			if err := os.Chown(dir, m.owner.UID, m.owner.GID); err != nil {
+				return fmt.Errorf("chown %s: %w", dir, err)
+			}
+		}
+	}
+	if err := os.Chmod(m.dataDir, 0o700); err != nil {
+		return fmt.Errorf("chmod %s: %w", m.dataDir, err)
+	}
+	return nil
+}
+
+// running is what postgres runs as now.
+func (m *Manager) running() status.Role {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.runningLocked()
+}
+
+func (m *Manager) runningLocked() status.Role {
+	if !m.proc.Running() {
+		return status.RoleStopped
+	}
+	return m.mode
+}
+
+// step observes, decides and acts once.
+func (m *Manager) step(ctx context.Context) {
+	snap := m.obs.Snapshot()
+	hasData, err := pgconf.HasData(m.dataDir)
+	if err != nil {
+		m.setError(status.ReasonStartFailed, err)
+		return
+	}
+	m.mu.Lock()
+	in := decide.Input{Now: time.Now(), Cluster: m.opts.Cluster, Pod: snap.Pod, Lease: snap.Lease,
+		Local: decide.Local{HasData: hasData, PromotedEpoch: m.state.PromotedEpoch, FencedEpoch: m.state.FencedEpoch,
+			ActedEpoch: m.acted, Running: m.runningLocked()}}
+	m.mu.Unlock()
+	d := decide.Decide(in)
+
+	m.mu.Lock()
+	if d.Epoch > m.acted {
+		m.acted = d.Epoch
+	}
+	if m.decision.Action != d.Action || m.decision.Reason != d.Reason || m.decision.Epoch != d.Epoch {
+		m.log.Info("Decided", "action", d.Action, "epoch", d.Epoch, "reason", d.Reason, "message", d.Message,
+			"podRole", snap.Pod.Role, "podEpoch", snap.Pod.Epoch, "running", in.Local.Running)
+	}
+	m.decision = d
+	m.mu.Unlock()
+
+	m.mu.Lock()
+	wait := d.Action != decide.ActionFence && d.Action != decide.ActionNone && d.Action == m.failed && time.Now().Before(m.retryAt)
+	m.mu.Unlock()
+	if wait {
+		return
+	}
+	var reason status.Reason
+	switch d.Action {
+	case decide.ActionNone:
+		err = nil
+	case decide.ActionFence:
+		m.fence(d.FencedEpoch, d.Reason, d.Message)
+	case decide.ActionBootstrap:
+		reason, err = status.ReasonBootstrapFailed, m.bootstrap(ctx, d)
+	case decide.ActionClone:
+		reason, err = status.ReasonCloneFailed, m.clone(ctx, d)
+	case decide.ActionRunStandby:
+		reason, err = status.ReasonStartFailed, m.runStandby(ctx, d)
+	case decide.ActionPromote:
+		reason, err = status.ReasonPromoteFailed, m.promote(ctx, d)
+	case decide.ActionRunPrimary:
+		reason, err = status.ReasonStartFailed, m.runPrimary(ctx, d, snap.Standbys)
+	}
+	m.mu.Lock()
+	if err != nil && !errors.Is(err, errBackoff) {
+		m.failed, m.retryAt = d.Action, time.Now().Add(retryBackoff)
+	} else {
+		m.failed = ""
+	}
+	m.mu.Unlock()
+	var mismatch *mismatchError
+	switch {
+	case errors.As(err, &mismatch):
+		m.setError(status.ReasonSystemIdentifierMismatch, err)
+	case errors.Is(err, errBackoff):
+	case err != nil:
+		m.setError(reason, err)
+	default:
+		m.setError("", nil)
+	}
+	if m.running() == status.RolePrimary {
+		// Afresh: the action may have taken seconds, and the Lease been renewed meanwhile. An
+		// invalid Lease leaves the guard at its deadline (and the next step fences).
+		if j := m.judgeLease(d.Epoch); j.Valid {
+			m.guard.arm(d.Epoch, j)
+		}
+	} else {
+		m.guard.disarm()
+	}
+}
+
+func (m *Manager) setError(reason status.Reason, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err == nil {
+		m.errReason, m.errMsg = "", ""
+		return
+	}
+	if m.errMsg != err.Error() {
+		m.log.Error(err, "Instance action failed", "reason", reason)
+	}
+	m.errReason, m.errMsg = reason, err.Error()
+}
+
+// shutdown stops postgres on SIGTERM: fast, immediate at the fence deadline or after
+// shutdownTimeout, whichever comes first.
+func (m *Manager) shutdown() {
+	immediateAt := time.Now().Add(shutdownTimeout)
+	if m.running() == status.RolePrimary {
+		if d := m.guard.deadline(); !d.IsZero() && d.Before(immediateAt) {
+			immediateAt = d
+		}
+	}
+	m.log.Info("Shutting postgres down", "immediateAt", immediateAt)
+	m.guard.disarm()
+	m.proc.Stop(immediateAt)
+}
+
+// Forward passes sig on to postgres (SIGHUP: reload its configuration).
+func (m *Manager) Forward(sig os.Signal) { m.proc.Signal(sig) }
+
+// connectHost is the address the manager reaches its own postgres at.
+func (m *Manager) connectHost() string {
+	for _, a := range strings.Split(m.opts.ListenAddresses, ",") {
+		a = strings.TrimSpace(a)
+		if a == "*" || a == "0.0.0.0" || a == "localhost" || a == "" {
+			return "127.0.0.1"
+		}
+		if a == "::" {
+			return "::1"
+		}
+		if ip := net.ParseIP(a); ip != nil && ip.IsLoopback() {
+			return a
+		}
+	}
+	return strings.TrimSpace(strings.Split(m.opts.ListenAddresses, ",")[0])
+}

@@ -1,0 +1,184 @@
+package observe
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/agent/fence"
+	"github.com/dbfleet/dbfleet/pkg/instance/decide"
+)
+
+// The Pod metadata the instance manager reads; the agent writes it.
+const (
+	// LabelRole is the pod's role label (primary, replica or fenced).
+	LabelRole = dbfleetv1alpha1.LabelRole
+	// AnnotationEpoch is the primary epoch the pod's role belongs to, in decimal.
+	AnnotationEpoch = "dbfleet.io/epoch"
+	// AnnotationPrimaryEndpoint is host:port of the current primary, which a standby follows and
+	// a new instance clones from.
+	AnnotationPrimaryEndpoint = "dbfleet.io/primary-endpoint"
+	// AnnotationStandbys lists, comma-separated, the application names (pod names) of the
+	// standbys the primary keeps a replication slot for.
+	AnnotationStandbys = "dbfleet.io/standbys"
+)
+
+// PrimaryLeaseName is the Lease the instance reads for database db in its namespace.
+func PrimaryLeaseName(db string) string { return fence.PrimaryLeaseName(db) }
+
+// Snapshot is the last answer for each object.
+type Snapshot struct {
+	Pod      decide.Pod
+	Standbys []string
+	Lease    decide.Lease
+	// LeaseRead is when the Lease (or its absence) was last read; zero before the first read.
+	LeaseRead time.Time
+	// Err is the last read error, cleared by the next successful read.
+	Err error
+}
+
+// Observer polls the Pod and the Lease.
+type Observer struct {
+	Client    kubernetes.Interface
+	Namespace string
+	Pod       string
+	Lease     string
+	Interval  time.Duration
+
+	mu      sync.Mutex
+	snap    Snapshot
+	changed chan struct{}
+}
+
+// Changed is signalled (without blocking) after each read that changed the snapshot.
+func (o *Observer) Changed() <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.changed == nil {
+		o.changed = make(chan struct{}, 1)
+	}
+	return o.changed
+}
+
+// Snapshot returns the last answers.
+func (o *Observer) Snapshot() Snapshot {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := o.snap
+	s.Standbys = append([]string(nil), o.snap.Standbys...)
+	return s
+}
+
+// Run polls until ctx ends.
+func (o *Observer) Run(ctx context.Context) {
+	log := logr.FromContextOrDiscard(ctx)
+	_ = o.Changed()
+	t := time.NewTicker(o.Interval)
+	defer t.Stop()
+	var lastErr string
+	for {
+		err := o.read(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil && err.Error() != lastErr:
+			log.Info("Reading the Pod or the primary Lease failed; keeping what was last read", "err", err.Error())
+			lastErr = err.Error()
+		case err == nil && lastErr != "":
+			log.Info("Reading the Pod and the primary Lease again")
+			lastErr = ""
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (o *Observer) read(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, o.Interval*5)
+	defer cancel()
+	var errs []string
+	pod, standbys, podErr := o.readPod(ctx)
+	if podErr != nil {
+		errs = append(errs, podErr.Error())
+	}
+	lease, leaseErr := o.readLease(ctx)
+	read := time.Now()
+	if leaseErr != nil {
+		errs = append(errs, leaseErr.Error())
+	}
+
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	before := o.snap
+	if podErr == nil {
+		o.snap.Pod, o.snap.Standbys = pod, standbys
+	}
+	if leaseErr == nil {
+		o.snap.Lease, o.snap.LeaseRead = lease, read
+	}
+	o.snap.Err = nil
+	if len(errs) > 0 {
+		o.snap.Err = fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	if before.Pod != o.snap.Pod || before.Lease != o.snap.Lease || strings.Join(before.Standbys, ",") != strings.Join(o.snap.Standbys, ",") {
+		select {
+		case o.changed <- struct{}{}:
+		default:
+		}
+	}
+	return o.snap.Err
+}
+
+func (o *Observer) readPod(ctx context.Context) (decide.Pod, []string, error) {
+	p, err := o.Client.CoreV1().Pods(o.Namespace).Get(ctx, o.Pod, metav1.GetOptions{})
+	if err != nil {
+		return decide.Pod{}, nil, fmt.Errorf("read pod %s/%s: %w", o.Namespace, o.Pod, err)
+	}
+	pod := decide.Pod{Known: true, Role: p.Labels[LabelRole], PrimaryEndpoint: strings.TrimSpace(p.Annotations[AnnotationPrimaryEndpoint])}
+	if e, err := strconv.ParseInt(strings.TrimSpace(p.Annotations[AnnotationEpoch]), 10, 64); err == nil && e > 0 {
+		pod.Epoch = e
+	}
+	return pod, ParseStandbys(p.Annotations[AnnotationStandbys]), nil
+}
+
+// ParseStandbys splits the standbys annotation.
+func ParseStandbys(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (o *Observer) readLease(ctx context.Context) (decide.Lease, error) {
+	l, err := o.Client.CoordinationV1().Leases(o.Namespace).Get(ctx, o.Lease, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return decide.Lease{}, nil
+	}
+	if err != nil {
+		return decide.Lease{}, fmt.Errorf("read lease %s/%s: %w", o.Namespace, o.Lease, err)
+	}
+	out := decide.Lease{Exists: true}
+	if l.Spec.HolderIdentity != nil {
+		out.Holder = *l.Spec.HolderIdentity
+	}
+	if l.Spec.RenewTime != nil {
+		out.RenewTime = l.Spec.RenewTime.Time
+	}
+	if l.Spec.LeaseDurationSeconds != nil {
+		out.Duration = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+	}
+	return out, nil
+}

@@ -1,0 +1,222 @@
+package instance
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/dbfleet/dbfleet/pkg/instance/pgconf"
+	"github.com/dbfleet/dbfleet/pkg/instance/pgsql"
+	"github.com/dbfleet/dbfleet/pkg/instance/status"
+)
+
+// Environment variables that give each flag its default (the agent sets them in the pod; a test
+// or a person passes flags).
+const (
+	EnvPodName              = "DBFLEET_POD_NAME"
+	EnvNamespace            = "DBFLEET_NAMESPACE"
+	EnvCluster              = "DBFLEET_CLUSTER"
+	EnvDatabase             = "DBFLEET_DATABASE"
+	EnvKubeconfig           = "KUBECONFIG"
+	EnvDataVolume           = "DBFLEET_DATA_VOLUME"
+	EnvHTTPPort             = "DBFLEET_HTTP_PORT"
+	EnvPostgresPort         = "DBFLEET_POSTGRES_PORT"
+	EnvListenAddresses      = "DBFLEET_LISTEN_ADDRESSES"
+	EnvBinDir               = "DBFLEET_BIN_DIR"
+	EnvSuperuserSecretDir   = "DBFLEET_SUPERUSER_SECRET_DIR"
+	EnvReplicationSecretDir = "DBFLEET_REPLICATION_SECRET_DIR"
+	EnvAppSecretDir         = "DBFLEET_APP_SECRET_DIR"
+	EnvRunAs                = "DBFLEET_RUN_AS"
+	EnvSuperuserFromNetwork = "DBFLEET_SUPERUSER_FROM_NETWORK"
+	EnvPollInterval         = "DBFLEET_POLL_INTERVAL"
+)
+
+// Keys of the credential Secrets, each mounted as a file of that name in its directory.
+const (
+	SecretKeyUsername = "username"
+	SecretKeyPassword = "password"
+	SecretKeyDBName   = "dbname"
+)
+
+// DataDirName is the data directory inside the volume: never the volume root, which may hold
+// lost+found (initdb refuses a non-empty directory).
+const DataDirName = "pgdata"
+
+// Defaults.
+const (
+	DefaultPostgresPort = 5432
+	DefaultRunAs        = "postgres"
+	DefaultPollInterval = time.Second
+)
+
+// Options configure one instance manager.
+type Options struct {
+	PodName, Namespace, Cluster, Database string
+	// Kubeconfig is empty in a pod (in-cluster configuration).
+	Kubeconfig string
+	// DataVolume holds the data directory DataVolume/pgdata.
+	DataVolume string
+	HTTPPort   int
+	// PostgresPort and ListenAddresses are postgres' port and listen_addresses.
+	PostgresPort    int
+	ListenAddresses string
+	// BinDir holds the server binaries; empty: PATH, then /usr/lib/postgresql/<major>/bin.
+	BinDir string
+	// The directories where the superuser, replication and app Secrets are mounted.
+	SuperuserSecretDir, ReplicationSecretDir, AppSecretDir string
+	// RunAs is the user postgres runs as when the manager runs as root (postgres refuses root).
+	RunAs string
+	// SuperuserFromNetwork lets the superuser log in from other hosts (with its password).
+	SuperuserFromNetwork bool
+	// PollInterval is how often the Pod and the Lease are read.
+	PollInterval time.Duration
+}
+
+// AddFlags registers the options on fs, each defaulting to its environment variable.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.PodName, "pod-name", os.Getenv(EnvPodName), "Name of this instance's Pod (also its replication application_name). Env "+EnvPodName+".")
+	fs.StringVar(&o.Namespace, "namespace", os.Getenv(EnvNamespace), "Namespace of the Pod and of the primary Lease. Env "+EnvNamespace+".")
+	fs.StringVar(&o.Cluster, "cluster", os.Getenv(EnvCluster), "Name of the member cluster: the Lease holder is <cluster>/<epoch>. Env "+EnvCluster+".")
+	fs.StringVar(&o.Database, "database", os.Getenv(EnvDatabase), "Name of the DatabaseCluster: the Lease is dbfleet-primary-<database>. Env "+EnvDatabase+".")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", os.Getenv(EnvKubeconfig), "Kubeconfig of the member cluster; empty: in-cluster configuration. Env "+EnvKubeconfig+".")
+	fs.StringVar(&o.DataVolume, "data-volume", os.Getenv(EnvDataVolume), "Mount point of the data volume; the data directory is <volume>/"+DataDirName+". Env "+EnvDataVolume+".")
+	fs.IntVar(&o.HTTPPort, "http-port", envInt(EnvHTTPPort, status.Port), "Port of /healthz, /readyz and /status. Env "+EnvHTTPPort+".")
+	fs.IntVar(&o.PostgresPort, "postgres-port", envInt(EnvPostgresPort, DefaultPostgresPort), "Port postgres listens on. Env "+EnvPostgresPort+".")
+	fs.StringVar(&o.ListenAddresses, "listen-addresses", envString(EnvListenAddresses, "*"), "postgres listen_addresses. Env "+EnvListenAddresses+".")
+	fs.StringVar(&o.BinDir, "bin-dir", os.Getenv(EnvBinDir), "Directory of the postgres server binaries; empty: PATH, then /usr/lib/postgresql/<major>/bin. Env "+EnvBinDir+".")
+	fs.StringVar(&o.SuperuserSecretDir, "superuser-secret-dir", os.Getenv(EnvSuperuserSecretDir), "Directory where the <db>-superuser Secret is mounted (files username, password). Env "+EnvSuperuserSecretDir+".")
+	fs.StringVar(&o.ReplicationSecretDir, "replication-secret-dir", os.Getenv(EnvReplicationSecretDir), "Directory where the <db>-replication Secret is mounted. Env "+EnvReplicationSecretDir+".")
+	fs.StringVar(&o.AppSecretDir, "app-secret-dir", os.Getenv(EnvAppSecretDir), "Directory where the <db>-app Secret is mounted (files username, password, dbname). Env "+EnvAppSecretDir+".")
+	fs.StringVar(&o.RunAs, "run-as", envString(EnvRunAs, DefaultRunAs), "User postgres runs as when the manager runs as root. Env "+EnvRunAs+".")
+	fs.BoolVar(&o.SuperuserFromNetwork, "superuser-from-network", envBool(EnvSuperuserFromNetwork, true), "Let the superuser log in from other hosts; false: only the manager, over loopback. Env "+EnvSuperuserFromNetwork+".")
+	fs.DurationVar(&o.PollInterval, "poll-interval", envDuration(EnvPollInterval, DefaultPollInterval), "How often the Pod and the primary Lease are read. Env "+EnvPollInterval+".")
+}
+
+// Validate rejects options the manager cannot run with.
+func (o *Options) Validate() error {
+	var errs []error
+	for name, v := range map[string]string{"--pod-name": o.PodName, "--namespace": o.Namespace, "--cluster": o.Cluster,
+		"--database": o.Database, "--data-volume": o.DataVolume, "--superuser-secret-dir": o.SuperuserSecretDir,
+		"--replication-secret-dir": o.ReplicationSecretDir, "--app-secret-dir": o.AppSecretDir} {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s is required", name))
+		}
+	}
+	if o.PollInterval <= 0 {
+		errs = append(errs, errors.New("--poll-interval must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// DataDir is the data directory.
+func (o *Options) DataDir() string { return filepath.Join(o.DataVolume, DataDirName) }
+
+// credentials are the three roles' logins.
+type credentials struct {
+	superuser, replication, app pgsql.Credentials
+}
+
+func (o *Options) readCredentials() (credentials, error) {
+	var c credentials
+	var err error
+	if c.superuser, err = readSecretDir(o.SuperuserSecretDir, false); err != nil {
+		return c, err
+	}
+	if c.replication, err = readSecretDir(o.ReplicationSecretDir, false); err != nil {
+		return c, err
+	}
+	if c.app, err = readSecretDir(o.AppSecretDir, true); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+func readSecretDir(dir string, needDB bool) (pgsql.Credentials, error) {
+	read := func(key string) (string, error) {
+		b, err := os.ReadFile(filepath.Join(dir, key))
+		if err != nil {
+			return "", fmt.Errorf("read Secret key %s: %w", key, err)
+		}
+		v := strings.TrimRight(string(b), "\r\n")
+		if v == "" {
+			return "", fmt.Errorf("secret key %s in %s is empty", key, dir)
+		}
+		return v, nil
+	}
+	var c pgsql.Credentials
+	var err error
+	if c.Username, err = read(SecretKeyUsername); err != nil {
+		return c, err
+	}
+	if c.Password, err = read(SecretKeyPassword); err != nil {
+		return c, err
+	}
+	if needDB {
+		if c.DBName, err = read(SecretKeyDBName); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// runAs resolves who postgres runs as: nobody else when the manager is not root.
+func (o *Options) runAs() (*syscall.Credential, *pgconf.Owner, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil, nil
+	}
+	if o.RunAs == "" {
+		return nil, nil, errors.New("running as root: --run-as must name the user postgres runs as (postgres refuses root)")
+	}
+	u, err := user.Lookup(o.RunAs)
+	if err != nil {
+		if u, err = user.LookupId(o.RunAs); err != nil {
+			return nil, nil, fmt.Errorf("look up user %s: %w", o.RunAs, err)
+		}
+	}
+	uid, err := strconv.ParseUint(u.Uid, 10, 32)
+	if err != nil {
+		return nil, nil, fmt.Errorf("uid of %s: %w", o.RunAs, err)
+	}
+	gid, err := strconv.ParseUint(u.Gid, 10, 32)
+	if err != nil {
+		return nil, nil, fmt.Errorf("gid of %s: %w", o.RunAs, err)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true},
+		&pgconf.Owner{UID: int(uid), GID: int(gid)}, nil
+}
+
+func envString(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(key string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(key)); err == nil {
+		return n
+	}
+	return def
+}
+
+func envBool(key string, def bool) bool {
+	if b, err := strconv.ParseBool(os.Getenv(key)); err == nil {
+		return b
+	}
+	return def
+}
+
+func envDuration(key string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(key)); err == nil {
+		return d
+	}
+	return def
+}

@@ -1,0 +1,223 @@
+package pgconf
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// File names inside the data directory.
+const (
+	// ConfFile holds the server settings; postgresql.conf includes it.
+	ConfFile = "dbfleet.conf"
+	// StandbyConfFile holds primary_conninfo and primary_slot_name; ConfFile includes it, so a
+	// new primary endpoint takes effect on a reload.
+	StandbyConfFile = "dbfleet-standby.conf"
+	// StandbySignal makes postgres start in standby mode.
+	StandbySignal = "standby.signal"
+	// VersionFile exists in every initialised data directory.
+	VersionFile = "PG_VERSION"
+)
+
+// Owner is who owns the files the manager writes (the user postgres runs as); nil keeps the
+// manager's own user.
+type Owner struct{ UID, GID int }
+
+// Settings are the server settings the instance manager decides.
+type Settings struct {
+	// Port is the postgres port; ListenAddresses its listen_addresses.
+	Port            int
+	ListenAddresses string
+	// ClusterName names the instance in the process title and logs (its pod name).
+	ClusterName string
+}
+
+// Auth says who may connect.
+type Auth struct {
+	// Superuser and Replication are the role names from the Secrets.
+	Superuser, Replication string
+	// SuperuserFromNetwork lets the superuser log in over the network (with its password).
+	SuperuserFromNetwork bool
+}
+
+// HasData says whether dir holds an initialised database.
+func HasData(dir string) (bool, error) {
+	_, err := os.Stat(filepath.Join(dir, VersionFile))
+	if err == nil {
+		return true, nil
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return false, fmt.Errorf("look for a database in %s: %w", dir, err)
+}
+
+// Write writes dbfleet.conf and pg_hba.conf and makes postgresql.conf include dbfleet.conf.
+func Write(dir string, s Settings, a Auth, owner *Owner) error {
+	if err := ensureInclude(dir, owner); err != nil {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString("# Written by dbfleet-instance at every start; edits are lost.\n")
+	for _, kv := range [][2]string{
+		{"listen_addresses", Quote(s.ListenAddresses)},
+		{"port", fmt.Sprint(s.Port)},
+		// The manager connects over TCP; no socket directory to create or share.
+		{"unix_socket_directories", "''"},
+		{"cluster_name", Quote(s.ClusterName)},
+		{"password_encryption", "'scram-sha-256'"},
+		{"wal_level", "replica"},
+		{"hot_standby", "on"},
+		{"max_wal_senders", "10"},
+		{"max_replication_slots", "10"},
+		// Covers a standby between its clone and the primary creating its slot.
+		{"wal_keep_size", "'128MB'"},
+		{"wal_log_hints", "on"},
+		{"recovery_target_timeline", "'latest'"},
+		{"logging_collector", "off"},
+		{"log_destination", "'stderr'"},
+	} {
+		fmt.Fprintf(&b, "%s = %s\n", kv[0], kv[1])
+	}
+	fmt.Fprintf(&b, "include_if_exists = %s\n", Quote(StandbyConfFile))
+	if err := writeFile(filepath.Join(dir, ConfFile), []byte(b.String()), owner); err != nil {
+		return err
+	}
+	return writeFile(filepath.Join(dir, "pg_hba.conf"), []byte(HBA(a)), owner)
+}
+
+// HBA is pg_hba.conf: SCRAM for every role from any address, replication connections only for
+// the replication role, and the superuser refused over the network unless allowed.
+func HBA(a Auth) string {
+	var b strings.Builder
+	b.WriteString("# Written by dbfleet-instance at every start; edits are lost.\n")
+	b.WriteString("# TYPE  DATABASE  USER  ADDRESS  METHOD\n")
+	if !a.SuperuserFromNetwork {
+		// The manager itself connects from the loopback address.
+		fmt.Fprintf(&b, "host all %s 127.0.0.1/32 scram-sha-256\n", hbaName(a.Superuser))
+		fmt.Fprintf(&b, "host all %s ::1/128 scram-sha-256\n", hbaName(a.Superuser))
+		fmt.Fprintf(&b, "host all %s all reject\n", hbaName(a.Superuser))
+	}
+	fmt.Fprintf(&b, "host replication %s all scram-sha-256\n", hbaName(a.Replication))
+	b.WriteString("host all all all scram-sha-256\n")
+	return b.String()
+}
+
+// Standby is what a standby follows.
+type Standby struct {
+	// Host and Port of the primary endpoint.
+	Host string
+	Port string
+	// User and Password of the replication role.
+	User, Password string
+	// ApplicationName is the pod name: the primary's pg_stat_replication shows it.
+	ApplicationName string
+	// SlotName is the physical slot the primary keeps for this standby.
+	SlotName string
+}
+
+// Conninfo is primary_conninfo for s.
+func (s Standby) Conninfo() string {
+	parts := []string{
+		"host=" + connValue(s.Host), "port=" + connValue(s.Port), "user=" + connValue(s.User),
+		"password=" + connValue(s.Password), "application_name=" + connValue(s.ApplicationName),
+		"dbname=replication", "connect_timeout=5",
+	}
+	return strings.Join(parts, " ")
+}
+
+// WriteStandby writes dbfleet-standby.conf (a zero s follows nobody); it reports whether the file changed, so the caller
+// knows to reload.
+func WriteStandby(dir string, s Standby, owner *Owner) (bool, error) {
+	content := "# Written by dbfleet-instance; edits are lost. Following no primary.\n"
+	if s.Host != "" {
+		content = fmt.Sprintf("# Written by dbfleet-instance; edits are lost.\nprimary_conninfo = %s\nprimary_slot_name = %s\n",
+			Quote(s.Conninfo()), Quote(s.SlotName))
+	}
+	return writeIfChanged(filepath.Join(dir, StandbyConfFile), []byte(content), owner)
+}
+
+// SetStandbySignal creates or removes standby.signal.
+func SetStandbySignal(dir string, standby bool, owner *Owner) error {
+	path := filepath.Join(dir, StandbySignal)
+	if !standby {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove %s: %w", path, err)
+		}
+		return nil
+	}
+	return writeFile(path, nil, owner)
+}
+
+// SlotName is the physical replication slot for a standby (by its application name): slot
+// names allow only lower-case letters, digits and underscores, at most 63 of them.
+func SlotName(applicationName string) string {
+	var b strings.Builder
+	b.WriteString(SlotPrefix)
+	for _, r := range strings.ToLower(applicationName) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '_' {
+			b.WriteRune(r)
+		} else {
+			b.WriteRune('_')
+		}
+	}
+	s := b.String()
+	if len(s) > 63 {
+		s = s[:63]
+	}
+	return s
+}
+
+// SlotPrefix starts every slot the manager creates; it drops only slots with this prefix.
+const SlotPrefix = "dbfleet_"
+
+// Quote is a postgresql.conf string value.
+func Quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+func connValue(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
+
+func hbaName(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+func ensureInclude(dir string, owner *Owner) error {
+	path := filepath.Join(dir, "postgresql.conf")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read postgresql.conf: %w", err)
+	}
+	line := "include_if_exists = " + Quote(ConfFile)
+	if bytes.Contains(data, []byte(line)) {
+		return nil
+	}
+	data = append(data, []byte("\n# dbfleet-instance's settings\n"+line+"\n")...)
+	return writeFile(path, data, owner)
+}
+
+func writeIfChanged(path string, data []byte, owner *Owner) (bool, error) {
+	old, err := os.ReadFile(path)
+	if err == nil && bytes.Equal(old, data) {
+		return false, nil
+	}
+	return true, writeFile(path, data, owner)
+}
+
+// writeFile replaces path atomically (write beside it, then rename), mode 0600, owned by owner.
+func writeFile(path string, data []byte, owner *Owner) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if owner != nil {
+		if err := os.Chown(tmp, owner.UID, owner.GID); err != nil {
+			return fmt.Errorf("chown %s: %w", tmp, err)
+		}
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("rename %s: %w", tmp, err)
+	}
+	return nil
+}

@@ -1,0 +1,87 @@
+package pgconf
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSlotName(t *testing.T) {
+	tests := map[string]string{
+		"west-1":                "dbfleet_west_1",
+		"DB.Pod-0":              "dbfleet_db_pod_0",
+		strings.Repeat("a", 80): "dbfleet_" + strings.Repeat("a", 55),
+		"already_fine_9":        "dbfleet_already_fine_9",
+	}
+	for in, want := range tests {
+		if got := SlotName(in); got != want {
+			t.Errorf("SlotName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestHBA(t *testing.T) {
+	open := HBA(Auth{Superuser: "postgres", Replication: "streaming_replica", SuperuserFromNetwork: true})
+	if strings.Contains(open, "reject") {
+		t.Errorf("superuser from the network allowed, yet:\n%s", open)
+	}
+	for _, line := range []string{`host replication "streaming_replica" all scram-sha-256`, "host all all all scram-sha-256"} {
+		if !strings.Contains(open, line+"\n") {
+			t.Errorf("pg_hba.conf lacks %q:\n%s", line, open)
+		}
+	}
+	closed := HBA(Auth{Superuser: "postgres", Replication: "streaming_replica"})
+	loopback := strings.Index(closed, `host all "postgres" 127.0.0.1/32 scram-sha-256`)
+	reject := strings.Index(closed, `host all "postgres" all reject`)
+	all := strings.Index(closed, "host all all all")
+	if loopback < 0 || reject < loopback || all < reject {
+		t.Errorf("superuser not limited to loopback before the general rule:\n%s", closed)
+	}
+	if strings.Contains(open+closed, "trust") || strings.Contains(open+closed, "md5") {
+		t.Error("pg_hba.conf allows a method other than SCRAM")
+	}
+}
+
+func TestConninfoQuoting(t *testing.T) {
+	s := Standby{Host: "10.0.0.1", Port: "5432", User: "repl", Password: `it's a \ secret`, ApplicationName: "west-1"}
+	got := s.Conninfo()
+	if !strings.Contains(got, `password='it\'s a \\ secret'`) {
+		t.Errorf("Conninfo = %s", got)
+	}
+	// In postgresql.conf the whole conninfo is one string, its quotes doubled.
+	if q := Quote(got); !strings.HasPrefix(q, "'host=''10.0.0.1''") {
+		t.Errorf("Quote(conninfo) = %s", q)
+	}
+}
+
+func TestWriteStandbyReportsChanges(t *testing.T) {
+	dir := t.TempDir()
+	s := Standby{Host: "10.0.0.1", Port: "5432", User: "repl", Password: "pw", ApplicationName: "west-1", SlotName: "dbfleet_west_1"}
+	for i, tt := range []struct {
+		s       Standby
+		changed bool
+	}{{s, true}, {s, false}, {Standby{Host: "10.0.0.2", Port: "5432", User: "repl", Password: "pw", ApplicationName: "west-1", SlotName: "dbfleet_west_1"}, true}} {
+		changed, err := WriteStandby(dir, tt.s, nil)
+		if err != nil || changed != tt.changed {
+			t.Fatalf("write %d: changed=%v err=%v, want changed=%v", i, changed, err, tt.changed)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, StandbyConfFile))
+	if !strings.Contains(string(b), "10.0.0.2") || !strings.Contains(string(b), "primary_slot_name = 'dbfleet_west_1'") {
+		t.Errorf("%s:\n%s", StandbyConfFile, b)
+	}
+}
+
+func TestStateIgnoresAnotherPodsCopy(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteState(dir, State{Pod: "east-0", PromotedEpoch: 3, FencedEpoch: 2}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := ReadState(dir, "east-0"); err != nil || s.PromotedEpoch != 3 || s.FencedEpoch != 2 {
+		t.Fatalf("own state = %+v, %v", s, err)
+	}
+	if s, err := ReadState(dir, "west-1"); err != nil || s.PromotedEpoch != 0 || s.FencedEpoch != 0 {
+		t.Fatalf("another pod's state = %+v, %v; want it ignored", s, err)
+	}
+}

@@ -1,0 +1,232 @@
+package pgsql
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Credentials are one role's login, as mounted from its Secret.
+type Credentials struct {
+	Username, Password, DBName string
+}
+
+// ConnConfig is a pgx configuration for host:port as user, without TLS (the instance's own
+// loopback connections; TLS between instances is for a later step).
+func ConnConfig(host string, port int, user, password, dbname string) (*pgx.ConnConfig, error) {
+	cfg, err := pgx.ParseConfig("")
+	if err != nil {
+		return nil, fmt.Errorf("pgx config: %w", err)
+	}
+	cfg.Host, cfg.Port, cfg.User, cfg.Password, cfg.Database = host, uint16(port), user, password, dbname
+	cfg.TLSConfig = nil
+	cfg.Fallbacks = nil
+	cfg.ConnectTimeout = 5e9
+	return cfg, nil
+}
+
+// Connect opens a connection.
+func Connect(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to postgres at %s:%d as %s: %w", cfg.Host, cfg.Port, cfg.User, err)
+	}
+	return conn, nil
+}
+
+// EnsureRoles creates the replication and app roles and the app's database unless they exist,
+// and sets all three roles' passwords from the Secrets (so an edited Secret takes effect).
+func EnsureRoles(ctx context.Context, conn *pgx.Conn, superuser, replication, app Credentials) error {
+	stmts := []string{fmt.Sprintf("ALTER ROLE %s WITH PASSWORD %s", ident(superuser.Username), literal(superuser.Password))}
+	for _, r := range []struct {
+		c     Credentials
+		attrs string
+	}{{replication, "LOGIN REPLICATION"}, {app, "LOGIN"}} {
+		var exists bool
+		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", r.c.Username).Scan(&exists); err != nil {
+			return fmt.Errorf("look up role %s: %w", r.c.Username, err)
+		}
+		verb := "CREATE"
+		if exists {
+			verb = "ALTER"
+		}
+		stmts = append(stmts, fmt.Sprintf("%s ROLE %s WITH %s PASSWORD %s", verb, ident(r.c.Username), r.attrs, literal(r.c.Password)))
+	}
+	for _, s := range stmts {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", strings.SplitN(s, " PASSWORD", 2)[0], err)
+		}
+	}
+	if app.DBName == "" {
+		return nil
+	}
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", app.DBName).Scan(&exists); err != nil {
+		return fmt.Errorf("look up database %s: %w", app.DBName, err)
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s OWNER %s", ident(app.DBName), ident(app.Username))); err != nil {
+			return fmt.Errorf("create database %s: %w", app.DBName, err)
+		}
+	}
+	return nil
+}
+
+// SyncSlots creates a physical slot (reserving WAL at once) for each name in want and drops the
+// inactive slots with prefix that are not wanted; it returns what it created and dropped.
+func SyncSlots(ctx context.Context, conn *pgx.Conn, prefix string, want []string) (created, dropped []string, err error) {
+	rows, err := conn.Query(ctx, "SELECT slot_name, active FROM pg_replication_slots WHERE slot_type = 'physical'")
+	if err != nil {
+		return nil, nil, fmt.Errorf("list replication slots: %w", err)
+	}
+	have := map[string]bool{}
+	for rows.Next() {
+		var name string
+		var active bool
+		if err := rows.Scan(&name, &active); err != nil {
+			return nil, nil, fmt.Errorf("read replication slots: %w", err)
+		}
+		have[name] = active
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("list replication slots: %w", err)
+	}
+	wanted := map[string]bool{}
+	for _, name := range want {
+		wanted[name] = true
+		if _, ok := have[name]; ok {
+			continue
+		}
+		if _, err := conn.Exec(ctx, "SELECT pg_create_physical_replication_slot($1, true)", name); err != nil {
+			return created, dropped, fmt.Errorf("create replication slot %s: %w", name, err)
+		}
+		created = append(created, name)
+	}
+	for name, active := range have {
+		if wanted[name] || active || !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		if _, err := conn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", name); err != nil {
+			return created, dropped, fmt.Errorf("drop replication slot %s: %w", name, err)
+		}
+		dropped = append(dropped, name)
+	}
+	return created, dropped, nil
+}
+
+// Reload makes postgres re-read its configuration (a new primary_conninfo restarts the
+// walreceiver without restarting the server).
+func Reload(ctx context.Context, conn *pgx.Conn) error {
+	if _, err := conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		return fmt.Errorf("reload configuration: %w", err)
+	}
+	return nil
+}
+
+// Write proves the server takes writes: it assigns a transaction id and commits.
+func Write(ctx context.Context, conn *pgx.Conn) error {
+	if _, err := conn.Exec(ctx, "SELECT pg_current_xact_id()"); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
+
+// Server is what the status reports of the running server.
+type Server struct {
+	InRecovery       bool
+	Timeline         int64
+	ReceivedLSN      string
+	ReplayedLSN      string
+	LagBytes         int64
+	Streaming        bool
+	SystemIdentifier string
+}
+
+// ReadServer reads the server's replication state.
+func ReadServer(ctx context.Context, conn *pgx.Conn) (Server, error) {
+	var s Server
+	var sysid int64
+	if err := conn.QueryRow(ctx, "SELECT pg_is_in_recovery(), system_identifier FROM pg_control_system()").Scan(&s.InRecovery, &sysid); err != nil {
+		return s, fmt.Errorf("read recovery state: %w", err)
+	}
+	s.SystemIdentifier = strconv.FormatUint(uint64(sysid), 10)
+	if !s.InRecovery {
+		var lsn, walfile string
+		if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text, pg_walfile_name(pg_current_wal_lsn())").Scan(&lsn, &walfile); err != nil {
+			return s, fmt.Errorf("read WAL position: %w", err)
+		}
+		s.ReceivedLSN, s.ReplayedLSN = lsn, lsn
+		if len(walfile) >= 8 {
+			tl, _ := strconv.ParseInt(walfile[:8], 16, 64)
+			s.Timeline = tl
+		}
+		return s, nil
+	}
+	var received, replayed *string
+	var lag *int64
+	var tli *int64
+	if err := conn.QueryRow(ctx, `SELECT pg_last_wal_receive_lsn()::text, pg_last_wal_replay_lsn()::text,
+		pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::bigint,
+		(SELECT timeline_id FROM pg_control_checkpoint())::bigint`).Scan(&received, &replayed, &lag, &tli); err != nil {
+		return s, fmt.Errorf("read replay position: %w", err)
+	}
+	if received != nil {
+		s.ReceivedLSN = *received
+	}
+	if replayed != nil {
+		s.ReplayedLSN = *replayed
+	}
+	if lag != nil && *lag > 0 {
+		s.LagBytes = *lag
+	}
+	if tli != nil {
+		s.Timeline = *tli
+	}
+	var recvTLI *int64
+	err := conn.QueryRow(ctx, "SELECT received_tli::bigint FROM pg_stat_wal_receiver WHERE status = 'streaming'").Scan(&recvTLI)
+	switch {
+	case err == pgx.ErrNoRows:
+	case err != nil:
+		return s, fmt.Errorf("read walreceiver: %w", err)
+	default:
+		s.Streaming = true
+		if recvTLI != nil && *recvTLI > s.Timeline {
+			s.Timeline = *recvTLI
+		}
+	}
+	return s, nil
+}
+
+// IdentifySystem asks the server at host:port, over the replication protocol as the replication
+// role, for its database system identifier.
+func IdentifySystem(ctx context.Context, host, port string, c Credentials) (string, error) {
+	dsn := fmt.Sprintf("host=%s port=%s user=%s password=%s dbname=replication replication=true sslmode=disable connect_timeout=5",
+		dsnValue(host), dsnValue(port), dsnValue(c.Username), dsnValue(c.Password))
+	conn, err := pgconn.Connect(ctx, dsn)
+	if err != nil {
+		return "", fmt.Errorf("connect for replication to %s: %w", net.JoinHostPort(host, port), err)
+	}
+	defer conn.Close(context.Background())
+	results, err := conn.Exec(ctx, "IDENTIFY_SYSTEM").ReadAll()
+	if err != nil {
+		return "", fmt.Errorf("IDENTIFY_SYSTEM on %s: %w", net.JoinHostPort(host, port), err)
+	}
+	if len(results) != 1 || len(results[0].Rows) != 1 || len(results[0].Rows[0]) < 1 {
+		return "", fmt.Errorf("IDENTIFY_SYSTEM on %s: unexpected answer", net.JoinHostPort(host, port))
+	}
+	return string(results[0].Rows[0][0]), nil
+}
+
+func ident(s string) string { return pgx.Identifier{s}.Sanitize() }
+
+// literal quotes s as an SQL string (standard_conforming_strings is on: only quotes double).
+func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+func dsnValue(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}

@@ -1,0 +1,116 @@
+package postgres
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// InitDB initialises dir with data checksums (so pg_rewind works), SCRAM authentication and the
+// superuser whose password is in pwfile.
+func (b Binaries) InitDB(ctx context.Context, dir, superuser, pwfile string) error {
+	return b.run(ctx, nil, "initdb", "-D", dir, "--data-checksums", "--auth=scram-sha-256",
+		"--username="+superuser, "--pwfile="+pwfile, "--encoding=UTF8", "--locale=C")
+}
+
+// BaseBackup clones the primary at host:port into dir (which must be absent or empty), with
+// the WAL streamed alongside so the copy is consistent.
+func (b Binaries) BaseBackup(ctx context.Context, dir, host, port, user, password, appName string) error {
+	env := append(os.Environ(), "PGPASSWORD="+password, "PGAPPNAME="+appName, "PGCONNECT_TIMEOUT=10")
+	return b.run(ctx, env, "pg_basebackup", "-D", dir, "-h", host, "-p", port, "-U", user,
+		"--no-password", "--wal-method=stream", "--checkpoint=fast")
+}
+
+// Promote ends recovery of the standby running in dir and waits until it is a primary.
+func (b Binaries) Promote(ctx context.Context, dir string) error {
+	return b.run(ctx, nil, "pg_ctl", "promote", "-D", dir, "-w", "-t", "60")
+}
+
+// Control is what the instance reads from pg_controldata.
+type Control struct {
+	SystemIdentifier string
+	Timeline         string
+	State            string
+}
+
+// ControlData reads dir's control file.
+func (b Binaries) ControlData(ctx context.Context, dir string) (Control, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cmd := b.command("pg_controldata", "-D", dir)
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	out, err := output(ctx, cmd)
+	if err != nil {
+		return Control{}, err
+	}
+	var c Control
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		switch strings.TrimSpace(k) {
+		case "Database system identifier":
+			c.SystemIdentifier = v
+		case "Latest checkpoint's TimeLineID":
+			c.Timeline = v
+		case "Database cluster state":
+			c.State = v
+		}
+	}
+	if c.SystemIdentifier == "" {
+		return Control{}, fmt.Errorf("pg_controldata -D %s printed no system identifier", dir)
+	}
+	return c, nil
+}
+
+func (b Binaries) run(ctx context.Context, env []string, name string, args ...string) error {
+	cmd := b.command(name, args...)
+	cmd.Env = env
+	_, err := output(ctx, cmd)
+	return err
+}
+
+// output runs cmd, killing it when ctx ends, and returns stdout; stderr is in the error.
+func output(ctx context.Context, cmd *exec.Cmd) ([]byte, error) {
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w: %s", cmd.Path, strings.Join(cmd.Args[1:], " "), err, lastLines(stderr.String(), stdout.String()))
+		}
+		return stdout.Bytes(), nil
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		<-done
+		return nil, fmt.Errorf("%s: %w", cmd.Path, ctx.Err())
+	}
+}
+
+func lastLines(outs ...string) string {
+	var lines []string
+	for _, o := range outs {
+		for _, l := range strings.Split(strings.TrimSpace(o), "\n") {
+			if l != "" {
+				lines = append(lines, l)
+			}
+		}
+	}
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return strings.Join(lines, "; ")
+}

@@ -1,0 +1,157 @@
+package instance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dbfleet/dbfleet/pkg/instance/pgsql"
+	"github.com/dbfleet/dbfleet/pkg/instance/status"
+)
+
+// statusInterval is how often the manager reads its server's state for /status and /readyz.
+const statusInterval = 500 * time.Millisecond
+
+// serve starts the HTTP server: /healthz (the manager runs), /readyz (Status.Ready), /status.
+func (m *Manager) serve(ctx context.Context) (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc(status.HealthPath, func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc(status.ReadyPath, func(w http.ResponseWriter, _ *http.Request) {
+		st := m.Status()
+		if !st.Ready {
+			http.Error(w, fmt.Sprintf("not ready: %s %s %s", st.Role, st.Reason, st.Message), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc(status.Path, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(m.Status())
+	})
+	l, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(m.opts.HTTPPort)))
+	if err != nil {
+		return nil, fmt.Errorf("listen for HTTP on port %d: %w", m.opts.HTTPPort, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.log.Error(err, "HTTP server stopped")
+		}
+	}()
+	return srv, nil
+}
+
+// Status is what /status reports now.
+func (m *Manager) Status() status.Status {
+	lease := m.obs.Snapshot().Lease
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.server
+	st.Pod = m.opts.PodName
+	st.Epoch = m.acted
+	st.PromotedEpoch = m.state.PromotedEpoch
+	st.Restarts = m.restarts
+	running := m.runningLocked()
+	st.Role = running
+	d := m.decision
+	if running == status.RoleStopped {
+		st.Ready, st.Streaming, st.LagBytes = false, false, 0
+		st.ReceivedLSN, st.ReplayedLSN, st.Timeline = "", "", 0
+		if m.fenced || (m.state.FencedEpoch > 0 && m.state.FencedEpoch >= m.acted) {
+			st.Role = status.RoleFenced
+		}
+	}
+	if running == status.RolePrimary && !m.rolesReady {
+		st.Ready = false
+	}
+	if running == status.RolePrimary && d.Lease.Valid {
+		st.LeaseDeadline = d.Lease.WritableUntil.UTC().Format(time.RFC3339Nano)
+	}
+	if lease.Exists && !lease.RenewTime.IsZero() {
+		st.LeaseRenewTime = lease.RenewTime.UTC().Format(time.RFC3339Nano)
+	}
+	st.Reason, st.Message = d.Reason, d.Message
+	if m.errReason != "" {
+		st.Reason, st.Message = m.errReason, m.errMsg
+	}
+	return st
+}
+
+// watchServer reads the server's state every statusInterval until ctx ends.
+func (m *Manager) watchServer(ctx context.Context) {
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			_ = conn.Close(context.Background())
+		}
+	}()
+	t := time.NewTicker(statusInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		running := m.running()
+		if running == status.RoleStopped {
+			if conn != nil {
+				_ = conn.Close(context.Background())
+				conn = nil
+			}
+			m.setServer(status.Status{})
+			continue
+		}
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if conn == nil || conn.IsClosed() {
+			cfg, err := pgsql.ConnConfig(m.connectHost(), m.opts.PostgresPort, m.creds.superuser.Username, m.creds.superuser.Password, "postgres")
+			if err == nil {
+				conn, err = pgsql.Connect(qctx, cfg)
+			}
+			if err != nil {
+				conn = nil
+				cancel()
+				m.setServer(status.Status{})
+				continue
+			}
+		}
+		st, err := m.readServer(qctx, conn, running)
+		cancel()
+		if err != nil {
+			_ = conn.Close(context.Background())
+			conn = nil
+		}
+		m.setServer(st)
+	}
+}
+
+func (m *Manager) readServer(ctx context.Context, conn *pgx.Conn, running status.Role) (status.Status, error) {
+	srv, err := pgsql.ReadServer(ctx, conn)
+	if err != nil {
+		return status.Status{}, err
+	}
+	st := status.Status{Timeline: srv.Timeline, ReceivedLSN: srv.ReceivedLSN, ReplayedLSN: srv.ReplayedLSN,
+		LagBytes: srv.LagBytes, Streaming: srv.Streaming, SystemIdentifier: srv.SystemIdentifier}
+	switch {
+	case running == status.RolePrimary && !srv.InRecovery:
+		st.Ready = pgsql.Write(ctx, conn) == nil
+	case running == status.RoleStandby && srv.InRecovery:
+		st.Ready = srv.Streaming
+	}
+	return st, nil
+}
+
+func (m *Manager) setServer(st status.Status) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.server = st
+}

@@ -1,0 +1,97 @@
+// Package status is the wire type of the instance manager's /status endpoint, small enough for
+// the agent (which reads /status and reports it) to import without the instance's dependencies.
+package status
+
+// Path is where the instance manager serves Status as JSON; Port is its default HTTP port.
+const (
+	Path       = "/status"
+	HealthPath = "/healthz"
+	ReadyPath  = "/readyz"
+	Port       = 8000
+)
+
+// Role is what postgres really runs as, not what the pod's label asks for.
+type Role string
+
+const (
+	// RolePrimary: postgres runs, out of recovery, under a valid Lease at the instance's epoch.
+	RolePrimary Role = "primary"
+	// RoleStandby: postgres runs in recovery, following the primary endpoint.
+	RoleStandby Role = "standby"
+	// RoleStopped: postgres does not run (waiting for the pod's role, the Lease, a primary to
+	// clone from, or refusing to start; Reason says which).
+	RoleStopped Role = "stopped"
+	// RoleFenced: the instance was primary at Epoch and stopped taking writes; it stays so until
+	// it is handed a higher epoch.
+	RoleFenced Role = "fenced"
+)
+
+// Reason says why the instance is in its role; empty when all is as asked.
+type Reason string
+
+const (
+	// ReasonFenced: the primary Lease ran out (or was released, or names another holder).
+	ReasonFenced Reason = "Fenced"
+	// ReasonClockSkew: the Lease's renewTime is more than maxClockSkew in this instance's future,
+	// so the Lease is not trusted.
+	ReasonClockSkew Reason = "ClockSkew"
+	// ReasonSystemIdentifierMismatch: the data directory belongs to another database than the
+	// primary's; the instance refuses to start and deletes nothing.
+	ReasonSystemIdentifierMismatch Reason = "SystemIdentifierMismatch"
+	// ReasonLeaseNotHeld: the pod is the primary pod but the Lease does not name its cluster and
+	// epoch (yet), so postgres is not started as primary.
+	ReasonLeaseNotHeld Reason = "LeaseNotHeld"
+	// ReasonWaitingForPod: the instance has not read its Pod yet, or the Pod lacks a role/epoch.
+	ReasonWaitingForPod Reason = "WaitingForPod"
+	// ReasonNoPrimaryEndpoint: a standby (or a clone) needs the primary endpoint annotation.
+	ReasonNoPrimaryEndpoint Reason = "NoPrimaryEndpoint"
+	// ReasonNoData: the pod is primary at an epoch above 1 with an empty data directory; only the
+	// first primary (epoch 1) may initialise a database, so it waits.
+	ReasonNoData Reason = "NoData"
+	// ReasonStaleEpoch: the pod carries an epoch below one this instance has already acted on.
+	ReasonStaleEpoch Reason = "StaleEpoch"
+	// ReasonBootstrapFailed, ReasonCloneFailed, ReasonStartFailed, ReasonPromoteFailed: the step
+	// failed; Message has the error and the instance retries.
+	ReasonBootstrapFailed Reason = "BootstrapFailed"
+	ReasonCloneFailed     Reason = "CloneFailed"
+	ReasonStartFailed     Reason = "StartFailed"
+	ReasonPromoteFailed   Reason = "PromoteFailed"
+	// ReasonPodRoleFenced: the agent labelled the pod fenced.
+	ReasonPodRoleFenced Reason = "PodRoleFenced"
+)
+
+// Status is the body of GET /status.
+type Status struct {
+	// Pod is the instance's pod name (also its application_name when streaming).
+	Pod string `json:"pod"`
+	// Role is what postgres really runs as.
+	Role Role `json:"role"`
+	// Epoch is the epoch the instance acts on (the pod's, once accepted).
+	Epoch int64 `json:"epoch"`
+	// PromotedEpoch is the epoch at which this data directory was last bootstrapped or promoted.
+	PromotedEpoch int64 `json:"promotedEpoch,omitempty"`
+	// Timeline is postgres' current timeline (0 when it does not run).
+	Timeline int64 `json:"timeline,omitempty"`
+	// ReceivedLSN and ReplayedLSN (standby) or the current WAL LSN in both (primary).
+	ReceivedLSN string `json:"receivedLSN,omitempty"`
+	ReplayedLSN string `json:"replayedLSN,omitempty"`
+	// LagBytes is received minus replayed on a standby; 0 on a primary.
+	LagBytes int64 `json:"lagBytes"`
+	// Streaming says whether a standby's walreceiver is streaming from the primary.
+	Streaming bool `json:"streaming,omitempty"`
+	// Ready is what /readyz answers: a primary took a write, or a standby streams.
+	Ready bool `json:"ready"`
+	// SystemIdentifier is the data directory's database system identifier (decimal).
+	SystemIdentifier string `json:"systemIdentifier,omitempty"`
+	// LeaseDeadline is the last time (RFC 3339, this instance's clock) until which it may take
+	// writes: the Lease's renewTime + leaseDurationSeconds - fenceSafety.
+	LeaseDeadline string `json:"leaseDeadline,omitempty"`
+	// Restarts counts the times the manager started postgres again in place (after a crash).
+	Restarts int `json:"restarts,omitempty"`
+	// LeaseRenewTime is the primary Lease's renewTime as last read (RFC 3339; empty when the
+	// Lease was never read or is absent): when the API server is out of reach, it stops moving.
+	LeaseRenewTime string `json:"leaseRenewTime,omitempty"`
+	// Reason and Message explain the role when it is not what was asked for.
+	Reason  Reason `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+}

@@ -1,0 +1,173 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/test/framework"
+)
+
+// listenPort is a 127.0.0.1 port nothing listens on right now, for a process's bind address.
+func listenPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// writeKubeconfig writes kubeconfig to dir/name, its server replaced by server when given.
+func writeKubeconfig(t *testing.T, dir, name string, kubeconfig []byte, server string) string {
+	t.Helper()
+	cfg, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if server != "" {
+		for _, c := range cfg.Clusters {
+			c.Server = server
+		}
+	}
+	path := filepath.Join(dir, name)
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestAgentWaitsForTheHub starts the agent binary while its hub cannot be reached (behind a
+// partitioned proxy): it must not exit, its readiness probe must say it waits for the hub and
+// its metrics that the hub is not reachable; once the hub is reachable it starts renewing its
+// Lease and becomes ready. (It used to exit at once: "failed to get restmapping".)
+func TestAgentWaitsForTheHub(t *testing.T) {
+	const cluster = "latecomer"
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := framework.Build(dir, "./cmd/agent"); err != nil {
+		t.Fatal(err)
+	}
+	hubURL, err := url.Parse(hub.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := framework.StartProxy(hubURL.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	proxy.Partition()
+
+	hubKubeconfig, err := hub.Kubeconfig("agent-"+cluster, "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	memberKubeconfig, err := east.Kubeconfig("agent-"+cluster+"-member", "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := dbfleetv1alpha1.MemberNamespace(cluster)
+	if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+
+	probePort, metricsPort := listenPort(t), listenPort(t)
+	var logs bytes.Buffer
+	cmd := exec.Command(filepath.Join(dir, "agent"),
+		"--hub-kubeconfig", writeKubeconfig(t, dir, "hub.kubeconfig", hubKubeconfig, "https://"+proxy.Addr()),
+		"--kubeconfig", writeKubeconfig(t, dir, "member.kubeconfig", memberKubeconfig, ""),
+		"--cluster-name", cluster, "--heartbeat-interval", "1s", "--fence-after", "5s",
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort))
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("agent logs:\n%s", logs.String())
+		}
+	})
+	get := func(port int, path string) (int, string, error) {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), err
+	}
+	alive := func() {
+		select {
+		case err := <-exited:
+			t.Fatalf("the agent exited (%v) instead of waiting for the hub", err)
+		default:
+		}
+	}
+
+	err = framework.WaitFor(ctx, framework.DefaultTimeout, "the agent reporting it waits for the hub", func(context.Context) (bool, error) {
+		alive()
+		code, body, err := get(probePort, "/readyz")
+		if err != nil {
+			return false, nil // not listening yet
+		}
+		if code == http.StatusOK {
+			t.Fatalf("/readyz ok while the hub cannot be reached: %s", body)
+		}
+		if !strings.Contains(body, "waiting for the hub") {
+			return false, nil
+		}
+		_, metrics, err := get(metricsPort, "/metrics")
+		return err == nil && strings.Contains(metrics, "dbfleet_agent_hub_reachable 0") &&
+			strings.Contains(metrics, `dbfleet_agent_hub_connection_attempts_total{result="error"}`), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, err := get(probePort, "/healthz"); err != nil || code != http.StatusOK {
+		t.Errorf("/healthz while waiting for the hub: %d, %v; want 200 (restarting would not help)", code, err)
+	}
+
+	// The hub becomes reachable: the agent starts, renews its Lease and becomes ready.
+	proxy.Heal()
+	err = framework.WaitFor(ctx, framework.DefaultTimeout, "the agent's Lease renewed and the agent ready", func(ctx context.Context) (bool, error) {
+		alive()
+		lease := &coordinationv1.Lease{}
+		if err := hub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: dbfleetv1alpha1.AgentLeaseName}, lease); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		code, _, err := get(probePort, "/readyz")
+		if err != nil || code != http.StatusOK {
+			return false, nil
+		}
+		_, metrics, err := get(metricsPort, "/metrics")
+		return err == nil && strings.Contains(metrics, "dbfleet_agent_hub_reachable 1"), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
