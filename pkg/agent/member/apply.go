@@ -69,7 +69,7 @@ func (r *Reconciler) applyShare(ctx context.Context, member client.Client, live 
 	fail(true, ensureNamespace(ctx, member, mdb.Spec.DatabaseRef.Namespace))
 	fail(false, applyOwned(ctx, member, DesiredService(mdb), &corev1.Service{}))
 	var err error
-	p.sts, p.storage, p.replacing, err = r.applyStatefulSet(ctx, member, live, mdb, fencedAt)
+	p.sts, p.storage, p.replacing, err = r.applyStatefulSet(ctx, member, live, mdb, fencedAt, cluster)
 	fail(true, err)
 	for _, pdb := range DesiredPDBs(mdb) {
 		fail(false, applyOwned(ctx, member, pdb, &policyv1.PodDisruptionBudget{}))
@@ -107,8 +107,11 @@ func (r *Reconciler) applyShare(ctx context.Context, member client.Client, live 
 // place (propagation Orphan) and creates it again with the larger template once it is gone; the
 // new StatefulSet adopts the running pods. It returns the StatefulSet as the API server has it,
 // why the volumes keep another size (nil when they do not), and whether it is being replaced.
-func (r *Reconciler) applyStatefulSet(ctx context.Context, member client.Client, live client.Reader, mdb *dbfleetv1alpha1.MemberDatabase, fencedAt int64) (*appsv1.StatefulSet, *storageKept, bool, error) {
+func (r *Reconciler) applyStatefulSet(ctx context.Context, member client.Client, live client.Reader, mdb *dbfleetv1alpha1.MemberDatabase, fencedAt int64, cluster string) (*appsv1.StatefulSet, *storageKept, bool, error) {
 	desired := DesiredStatefulSet(mdb, fencedAt)
+	if r.instanceManaged(mdb) {
+		withInstanceManager(desired, mdb, r.InstanceImage, cluster)
+	}
 	key := client.ObjectKeyFromObject(desired)
 	existing := &appsv1.StatefulSet{}
 	err := member.Get(ctx, key, existing)

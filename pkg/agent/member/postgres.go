@@ -2,14 +2,19 @@ package member
 
 import (
 	"maps"
+	"strconv"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
+	"github.com/dbfleet/dbfleet/pkg/instance"
+	"github.com/dbfleet/dbfleet/pkg/instance/status"
 )
 
 // ReadWriteServiceName and ReadOnlyServiceName name a postgres database's client Services in a
@@ -105,4 +110,75 @@ func DesiredCredentials(mdb *dbfleetv1alpha1.MemberDatabase, carried []corev1.Se
 		}
 	}
 	return out
+}
+
+// Where the instance manager's pieces go in a postgres pod.
+const (
+	instanceBinVolume = "dbfleet-bin"
+	instanceBinDir    = "/dbfleet"
+	secretsDir        = "/etc/dbfleet/secrets"
+	// InitContainerName copies dbfleet-instance into the shared emptyDir.
+	InitContainerName = "bootstrap-instance"
+)
+
+// withInstanceManager turns a postgres StatefulSet into one whose database container runs
+// dbfleet-instance as PID 1: an init container of image (the agent's) copies the binary into an
+// emptyDir, the container runs it with its settings in the environment, the credentials Secrets
+// are mounted, it serves /status on the "status" port, and readiness is the instance's /readyz
+// (a primary that takes writes, a standby that streams). The pods run as the instance's
+// ServiceAccount unless the user named another.
+func withInstanceManager(sts *appsv1.StatefulSet, mdb *dbfleetv1alpha1.MemberDatabase, image, cluster string) {
+	db := mdb.Spec.DatabaseRef.Name
+	spec := &sts.Spec.Template.Spec
+	if spec.ServiceAccountName == "" {
+		spec.ServiceAccountName = InstanceServiceAccountName(db)
+	}
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: instanceBinVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	spec.InitContainers = append(spec.InitContainers, corev1.Container{
+		Name:         InitContainerName,
+		Image:        image,
+		Command:      []string{"/dbfleet-instance", "--copy-to=" + instanceBinDir},
+		VolumeMounts: []corev1.VolumeMount{{Name: instanceBinVolume, MountPath: instanceBinDir}},
+	})
+	c := &spec.Containers[0]
+	c.Name = "postgres"
+	c.Command = []string{instanceBinDir + "/dbfleet-instance"}
+	c.Args = nil
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: instanceBinVolume, MountPath: instanceBinDir, ReadOnly: true})
+	secretDirEnv := map[string]string{
+		dbfleetv1alpha1.CredentialsSuperuser:   instance.EnvSuperuserSecretDir,
+		dbfleetv1alpha1.CredentialsReplication: instance.EnvReplicationSecretDir,
+		dbfleetv1alpha1.CredentialsApp:         instance.EnvAppSecretDir,
+	}
+	field := func(path string) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path}}
+	}
+	env := []corev1.EnvVar{
+		{Name: instance.EnvPodName, ValueFrom: field("metadata.name")},
+		{Name: instance.EnvNamespace, ValueFrom: field("metadata.namespace")},
+		{Name: instance.EnvCluster, Value: cluster},
+		{Name: instance.EnvDatabase, Value: db},
+		{Name: instance.EnvDataVolume, Value: engines[dbfleetv1alpha1.EnginePostgres].dataDir},
+		{Name: instance.EnvHTTPPort, Value: strconv.Itoa(status.Port)},
+		{Name: instance.EnvPostgresPort, Value: strconv.Itoa(int(engines[dbfleetv1alpha1.EnginePostgres].port))},
+	}
+	for _, kind := range dbfleetv1alpha1.CredentialKinds {
+		name := "credentials-" + kind
+		dir := secretsDir + "/" + kind
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: dbfleetv1alpha1.CredentialsSecretName(db, kind), DefaultMode: ptr.To[int32](0o440)}}})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: true})
+		env = append(env, corev1.EnvVar{Name: secretDirEnv[kind], Value: dir})
+	}
+	// The user's environment comes last, so it may override (a bin dir, say), never replace ours.
+	c.Env = append(env, c.Env...)
+	c.Ports = append(c.Ports, corev1.ContainerPort{Name: StatusPortName, ContainerPort: status.Port})
+	c.ReadinessProbe = &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: status.ReadyPath, Port: intstr.FromString(StatusPortName)}},
+		PeriodSeconds: 2, FailureThreshold: 3,
+	}
+	c.LivenessProbe = &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: status.HealthPath, Port: intstr.FromString(StatusPortName)}},
+		PeriodSeconds: 10, FailureThreshold: 3,
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -112,6 +113,70 @@ func TestPostgresShareGetsCredentialsServicesAndInstanceRole(t *testing.T) {
 		t.Errorf("RoleBinding %+v does not bind the Role to the ServiceAccount", binding)
 	}
 
+	// The StatefulSet runs the instance manager.
+	sts := s.waitSTS("StatefulSet", func(*appsv1.StatefulSet) bool { return true })
+	pod := sts.Spec.Template.Spec
+	if len(pod.InitContainers) != 1 || pod.InitContainers[0].Image != "example.com/dbfleet/agent:test" ||
+		!slices.Equal(pod.InitContainers[0].Command, []string{"/dbfleet-instance", "--copy-to=/dbfleet"}) {
+		t.Errorf("init containers %+v, want one of the instance image copying dbfleet-instance", pod.InitContainers)
+	}
+	if pod.ServiceAccountName != sa.Name {
+		t.Errorf("pods run as %q, want %s", pod.ServiceAccountName, sa.Name)
+	}
+	pg := pod.Containers[0]
+	if !slices.Equal(pg.Command, []string{"/dbfleet/dbfleet-instance"}) || pg.Image != "postgres:16.4" {
+		t.Errorf("container %s runs %v of %s, want /dbfleet/dbfleet-instance of the engine image", pg.Name, pg.Command, pg.Image)
+	}
+	env := map[string]corev1.EnvVar{}
+	for _, e := range pg.Env {
+		if _, dup := env[e.Name]; !dup {
+			env[e.Name] = e
+		}
+	}
+	for name, value := range map[string]string{
+		"DBFLEET_CLUSTER": clusterName, "DBFLEET_DATABASE": s.db, "DBFLEET_DATA_VOLUME": "/var/lib/postgresql/data",
+		"DBFLEET_HTTP_PORT": "8000", "DBFLEET_SUPERUSER_SECRET_DIR": "/etc/dbfleet/secrets/superuser",
+		"DBFLEET_REPLICATION_SECRET_DIR": "/etc/dbfleet/secrets/replication", "DBFLEET_APP_SECRET_DIR": "/etc/dbfleet/secrets/app",
+		"POSTGRES_DB": "orders", // the user's, kept
+	} {
+		if env[name].Value != value {
+			t.Errorf("env %s = %q, want %q", name, env[name].Value, value)
+		}
+	}
+	if f := env["DBFLEET_POD_NAME"].ValueFrom; f == nil || f.FieldRef == nil || f.FieldRef.FieldPath != "metadata.name" {
+		t.Errorf("DBFLEET_POD_NAME is %+v, want the pod's name", env["DBFLEET_POD_NAME"])
+	}
+	mounts := map[string]string{}
+	for _, m := range pg.VolumeMounts {
+		mounts[m.Name] = m.MountPath
+	}
+	secrets := map[string]string{}
+	for _, v := range pod.Volumes {
+		if v.Secret != nil {
+			secrets[v.Name] = v.Secret.SecretName
+		}
+	}
+	for _, kind := range dbfleetv1alpha1.CredentialKinds {
+		if secrets["credentials-"+kind] != s.db+"-"+kind || mounts["credentials-"+kind] != "/etc/dbfleet/secrets/"+kind {
+			t.Errorf("Secret %s-%s is not mounted at /etc/dbfleet/secrets/%s: volumes %v mounts %v", s.db, kind, kind, secrets, mounts)
+		}
+	}
+	if mounts["dbfleet-bin"] != "/dbfleet" || mounts["data"] != "/var/lib/postgresql/data" {
+		t.Errorf("mounts %v", mounts)
+	}
+	if p := pg.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.String() != member.StatusPortName {
+		t.Errorf("readiness probe %+v, want HTTP /readyz on the status port", pg.ReadinessProbe)
+	}
+	var statusPort int32
+	for _, p := range pg.Ports {
+		if p.Name == member.StatusPortName {
+			statusPort = p.ContainerPort
+		}
+	}
+	if statusPort != 8000 {
+		t.Errorf("status port %d, want 8000", statusPort)
+	}
+
 	// What the instance may do, asked of the API server as the instance's ServiceAccount.
 	cfg, err := east.UserConfig("system:serviceaccount:"+s.ns+":"+sa.Name, "system:serviceaccounts")
 	if err != nil {
@@ -173,6 +238,11 @@ func TestPostgresServicesWithoutInstanceManagerSelectOnRoleAlone(t *testing.T) {
 	want := map[string]string{dbfleetv1alpha1.LabelDatabase: s.db, member.LabelInstance: s.db, dbfleetv1alpha1.LabelRole: "primary"}
 	if !maps.Equal(rw.Spec.Selector, want) {
 		t.Errorf("Service %s selects %v, want %v", rw.Name, rw.Spec.Selector, want)
+	}
+	// Without --instance-image the engine image runs as it is.
+	sts := s.waitSTS("StatefulSet", func(*appsv1.StatefulSet) bool { return true })
+	if c := sts.Spec.Template.Spec.Containers[0]; len(sts.Spec.Template.Spec.InitContainers) != 0 || len(c.Command) != 0 {
+		t.Errorf("StatefulSet runs init containers %v and command %v, want neither", sts.Spec.Template.Spec.InitContainers, c.Command)
 	}
 }
 
