@@ -86,6 +86,7 @@ func (r *Reconciler) applyShare(ctx context.Context, member client.Client, live 
 	}
 	fail(true, labelPods(ctx, member, mdb, fenced))
 	if r.instanceManaged(mdb) {
+		fail(true, annotateInstancePods(ctx, member, mdb))
 		p.instanceManaged = true
 		p.instances, err = r.observeInstances(ctx, member, mdb)
 		fail(false, err)

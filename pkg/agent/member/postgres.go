@@ -1,8 +1,13 @@
 package member
 
 import (
+	"context"
+	"fmt"
 	"maps"
+	"net"
+	"sort"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -10,10 +15,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
 	"github.com/dbfleet/dbfleet/pkg/instance"
+	"github.com/dbfleet/dbfleet/pkg/instance/observe"
 	"github.com/dbfleet/dbfleet/pkg/instance/status"
 )
 
@@ -181,4 +188,75 @@ func withInstanceManager(sts *appsv1.StatefulSet, mdb *dbfleetv1alpha1.MemberDat
 		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: status.HealthPath, Port: intstr.FromString(StatusPortName)}},
 		PeriodSeconds: 10, FailureThreshold: 3,
 	}
+}
+
+// desiredInstanceAnnotations are the annotations each pod's instance manager reads (package
+// pkg/instance/observe), by pod name: every pod gets the share's epoch; in the primary
+// cluster's share, the standbys get the primary pod's address as their primary endpoint once it
+// has one, and the primary pod the names of the share's standbys, for which it keeps replication
+// slots. Standbys in other clusters learn the endpoint from the hub (not done here).
+func desiredInstanceAnnotations(mdb *dbfleetv1alpha1.MemberDatabase, pods []corev1.Pod) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	var primary *corev1.Pod
+	var standbys []string
+	for i := range pods {
+		pod := &pods[i]
+		role, err := PodRole(mdb, pod.Name, false)
+		if err != nil {
+			continue
+		}
+		out[pod.Name] = map[string]string{observe.AnnotationEpoch: strconv.FormatInt(mdb.Spec.Epoch, 10)}
+		if role == dbfleetv1alpha1.RolePrimary {
+			primary = pod
+		} else {
+			standbys = append(standbys, pod.Name)
+		}
+	}
+	if primary == nil {
+		return out
+	}
+	sort.Strings(standbys)
+	out[primary.Name][observe.AnnotationStandbys] = strings.Join(standbys, ",")
+	if primary.Status.PodIP != "" {
+		endpoint := net.JoinHostPort(primary.Status.PodIP, strconv.Itoa(int(engines[dbfleetv1alpha1.EnginePostgres].port)))
+		for _, name := range standbys {
+			out[name][observe.AnnotationPrimaryEndpoint] = endpoint
+		}
+	}
+	return out
+}
+
+// annotateInstancePods writes desiredInstanceAnnotations onto the share's pods, leaving others'
+// annotations alone.
+func annotateInstancePods(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase) error {
+	pods := &corev1.PodList{}
+	if err := member.List(ctx, pods, client.InNamespace(mdb.Spec.DatabaseRef.Namespace), client.MatchingLabels(selectorLabels(mdb))); err != nil {
+		return fmt.Errorf("list pods: %w", err)
+	}
+	want := desiredInstanceAnnotations(mdb, pods.Items)
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		w, ok := want[pod.Name]
+		if !ok {
+			continue
+		}
+		changed := false
+		for k, v := range w {
+			if pod.Annotations[k] != v {
+				changed = true
+			}
+		}
+		if !changed {
+			continue
+		}
+		patched := pod.DeepCopy()
+		if patched.Annotations == nil {
+			patched.Annotations = map[string]string{}
+		}
+		maps.Copy(patched.Annotations, w)
+		if err := member.Patch(ctx, patched, client.MergeFrom(pod)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("annotate pod %s: %w", pod.Name, err)
+		}
+	}
+	return nil
 }

@@ -320,6 +320,14 @@ func TestAgentReportsInstancesAndAvailabilityFromStatus(t *testing.T) {
 	if got.Status.Instances[0] != want0 {
 		t.Errorf("instances[0] = %+v, want %+v", got.Status.Instances[0], want0)
 	}
+	// The annotations the instances read: the epoch on each, the primary's address on the
+	// standby, the standbys on the primary.
+	s.eventually("instance annotations", func() bool {
+		return s.podAnnotation("orders-0", "dbfleet.io/epoch") == "1" && s.podAnnotation("orders-1", "dbfleet.io/epoch") == "1" &&
+			s.podAnnotation("orders-0", "dbfleet.io/standbys") == "orders-1" &&
+			s.podAnnotation("orders-1", "dbfleet.io/primary-endpoint") == "127.0.0.1:5432" &&
+			s.podAnnotation("orders-0", "dbfleet.io/primary-endpoint") == ""
+	})
 	s.eventually("orders-0 labelled primary by its instance", func() bool {
 		return s.podLabel("orders-0", dbfleetv1alpha1.LabelInstanceRole) == "primary" &&
 			s.podLabel("orders-1", dbfleetv1alpha1.LabelInstanceRole) == ""
@@ -354,4 +362,12 @@ func (s *share) podLabel(pod, label string) string {
 		return "<" + err.Error() + ">"
 	}
 	return p.Labels[label]
+}
+
+func (s *share) podAnnotation(pod, key string) string {
+	p := &corev1.Pod{}
+	if err := east.Client.Get(s.ctx, s.key(pod), p); err != nil {
+		return "<" + err.Error() + ">"
+	}
+	return p.Annotations[key]
 }
