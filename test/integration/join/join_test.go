@@ -442,7 +442,12 @@ func TestMemberManifestsApply(t *testing.T) {
 	allowed(t, "create a namespace in the member", asAgent.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}))
 	allowed(t, "list StatefulSets in the member", asAgent.List(ctx, &appsv1.StatefulSetList{}, client.InNamespace("shop")))
 	allowed(t, "create a Lease in the member", asAgent.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "dbfleet-primary-orders"}}))
-	forbidden(t, "read Secrets in the member", asAgent.List(ctx, &corev1.SecretList{}, client.InNamespace("shop")))
+	allowed(t, "write a database's credentials in the member", asAgent.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders-app"}}))
+	forbidden(t, "bind cluster-admin in the member", asAgent.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "escalate"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "shop", Name: "default"}},
+	}))
 	forbidden(t, "delete a namespace in the member", asAgent.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}))
 	forbidden(t, "create a Pod in the member", asAgent.Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "p"},
