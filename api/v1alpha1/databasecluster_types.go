@@ -349,7 +349,8 @@ type DatabaseClusterStatus struct {
 	// acted on: setting the annotation to a new value asks for a full re-placement.
 	// +optional
 	ObservedRebalance string `json:"observedRebalance,omitempty"`
-	// Conditions: Scheduled, Propagated, Available, Progressing, Degraded, FailoverInProgress.
+	// Conditions: Scheduled, Propagated, Available, Progressing, Degraded, FailoverInProgress,
+	// CredentialsReady (postgres).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -450,6 +451,20 @@ const (
 	// ReasonSwitchoverPending (False): the first of spec.primary.preferredClusters cannot take the
 	// primary yet (it holds no replica, or is not healthy); the switchover happens once it can.
 	ReasonSwitchoverPending = "SwitchoverPending"
+)
+
+const (
+	// ConditionCredentialsReady says whether a postgres database's credentials Secrets exist and
+	// hold the keys they must.
+	ConditionCredentialsReady = "CredentialsReady"
+	// CredentialsReasonReady (True): every credentials Secret exists, the user's or the hub's,
+	// and holds its keys.
+	CredentialsReasonReady = "SecretsReady"
+	// CredentialsReasonSecretMalformed (False): a credentials Secret lacks a key; the message
+	// names the Secret and the key. The hub never overwrites it: the user fixes it.
+	CredentialsReasonSecretMalformed = "SecretMalformed"
+	// CredentialsReasonSecretFailed (False): the hub could not read or create a credentials Secret.
+	CredentialsReasonSecretFailed = "SecretFailed"
 )
 
 // DatabaseCluster is a database whose replicas the hub places across member clusters.

@@ -71,11 +71,62 @@ type MemberDatabaseStatus struct {
 	// Epoch the agent acted on last.
 	// +optional
 	Epoch int64 `json:"epoch,omitempty"`
+	// Instances are what each postgres pod's instance manager reports of itself (its /status),
+	// read by the agent; empty without the instance manager.
+	// +listType=map
+	// +listMapKey=pod
+	// +kubebuilder:validation:MaxItems=1024
+	// +optional
+	Instances []InstanceStatus `json:"instances,omitempty"`
 	// Conditions: Applied, Available, Progressing, Degraded, Fenced.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// InstanceRole is the role an instance manager really runs.
+// +kubebuilder:validation:Enum=primary;standby;stopped;fenced;unknown
+type InstanceRole string
+
+const (
+	InstanceRunningPrimary InstanceRole = "primary"
+	InstanceRunningStandby InstanceRole = "standby"
+	InstanceStopped        InstanceRole = "stopped"
+	InstanceFenced         InstanceRole = "fenced"
+	// InstanceUnknown: the agent could not read the instance's /status; Message says why.
+	InstanceUnknown InstanceRole = "unknown"
+)
+
+// InstanceStatus is one pod's instance, as its /status says.
+type InstanceStatus struct {
+	// Pod is the pod's name.
+	// +kubebuilder:validation:MaxLength=253
+	Pod string `json:"pod"`
+	// Role the instance really runs.
+	Role InstanceRole `json:"role"`
+	// Timeline of its postgres.
+	// +optional
+	Timeline int64 `json:"timeline,omitempty"`
+	// ReceivedLSN is the last WAL position a standby received (the primary's current one on the
+	// primary), as postgres prints it (e.g. 0/3000060).
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	ReceivedLSN string `json:"receivedLSN,omitempty"`
+	// ReplayedLSN is the last WAL position a standby replayed.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	ReplayedLSN string `json:"replayedLSN,omitempty"`
+	// LagBytes is how far a standby's replay is behind what it received from the primary.
+	// +optional
+	LagBytes int64 `json:"lagBytes,omitempty"`
+	// Ready says the instance passes its readiness check: a primary accepts writes, a standby
+	// streams.
+	Ready bool `json:"ready"`
+	// Message says why the status could not be read, when Role is unknown.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // The conditions of a MemberDatabase, each with the reasons its agent gives it (pkg/agent/member).

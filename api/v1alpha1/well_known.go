@@ -102,3 +102,50 @@ const (
 	// ReasonPushMode (AgentConnected False): a Push cluster has no agent; the hub drives it.
 	ReasonPushMode = "PushMode"
 )
+
+// Credentials: the Secrets of a postgres DatabaseCluster.
+const (
+	// CredentialsSuperuser, CredentialsReplication and CredentialsApp are the three kinds of
+	// credentials. The Secret of each is named "<database>-<kind>" in the DatabaseCluster's
+	// namespace (a user may bring their own), and in each member cluster's database namespace.
+	CredentialsSuperuser   = "superuser"
+	CredentialsReplication = "replication"
+	CredentialsApp         = "app"
+
+	// SecretKeyUsername, SecretKeyPassword, SecretKeyDBName and SecretKeyURI are the keys of a
+	// credentials Secret.
+	SecretKeyUsername = "username"
+	SecretKeyPassword = "password"
+	SecretKeyDBName   = "dbname"
+	SecretKeyURI      = "uri"
+
+	// LabelCredentials names the kind of credentials a Secret holds. The hub puts it on the
+	// Secrets it creates (never on a user's) and on the copies it carries into member-<cluster>,
+	// where the agent finds them by it.
+	LabelCredentials = "dbfleet.io/credentials"
+)
+
+// CredentialKinds are the kinds of credentials every postgres DatabaseCluster has, in order.
+var CredentialKinds = []string{CredentialsSuperuser, CredentialsReplication, CredentialsApp}
+
+// CredentialsSecretName is the name of a database's Secret of the given kind, in the
+// DatabaseCluster's namespace and in the member's database namespace: "<database>-<kind>".
+func CredentialsSecretName(database, kind string) string { return database + "-" + kind }
+
+// CarriedCredentialsSecretName is the name of the hub's copy of a credentials Secret in
+// member-<cluster>: "<namespace>.<database>-<kind>", unique as MemberDatabase names are.
+func CarriedCredentialsSecretName(namespace, database, kind string) string {
+	return MemberDatabaseName(namespace, database) + "-" + kind
+}
+
+// LabelInstanceRole is the role a pod's instance manager reports it really runs (from its
+// /status: InstanceRolePrimary or InstanceRoleStandby), set by the agent. The read-write Service
+// selects the pod labelled primary by the hub's placement (LabelRole) only while its instance
+// also says so here.
+const LabelInstanceRole = "dbfleet.io/instance-role"
+
+// Values of LabelInstanceRole.
+const (
+	InstanceRolePrimary = "primary"
+	InstanceRoleStandby = "standby"
+)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -17,6 +18,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 2 && strings.HasPrefix(os.Args[1], copyFlag) {
+		if err := copySelf(strings.TrimPrefix(os.Args[1], copyFlag)); err != nil {
+			fmt.Fprintln(os.Stderr, "dbfleet-instance:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	opts := instance.Options{}
 	zapOpts := zap.Options{}
 	fs := pflag.NewFlagSet("dbfleet-instance", pflag.ExitOnError)

@@ -25,6 +25,8 @@ type Settings struct {
 	Cluster string
 	// HeartbeatInterval and FenceAfter are the agent's --heartbeat-interval and --fence-after.
 	HeartbeatInterval, FenceAfter time.Duration
+	// InstanceImage is the agent's --instance-image (see member.Reconciler.InstanceImage).
+	InstanceImage string
 	// Version is reported in the MemberClusterReport, and so in the MemberCluster status.
 	Version string
 	// Hub is a client of the hub with the join credentials; Member one of the member cluster.
@@ -50,7 +52,7 @@ func Setup(mgr mcmanager.Manager, s Settings) (*fence.Guard, error) {
 		return nil, fmt.Errorf("agent of %s: %w", s.Cluster, err)
 	}
 	guard := fence.NewGuard(clock.RealClock{}, s.FenceAfter)
-	if err := member.Setup(mgr, guard, s.Controller); err != nil {
+	if err := member.Setup(mgr, guard, s.Controller, s.InstanceImage); err != nil {
 		return nil, err
 	}
 	err := mgr.GetLocalManager().Add(&heartbeat.Heartbeat{

@@ -83,6 +83,14 @@ func AgentRoleRules(cluster string) []rbacv1.PolicyRule {
 			Verbs:     []string{"get", "update", "patch"},
 		},
 		{
+			// The database credentials the hub carries here (<namespace>.<db>-superuser and so on),
+			// which the agent writes into its member cluster. Only in member-<name>: the Role is
+			// namespaced, so no other cluster's credentials are readable.
+			APIGroups: []string{""},
+			Resources: []string{"secrets"},
+			Verbs:     []string{"get", "list", "watch"},
+		},
+		{
 			// The heartbeat Lease, by name. Leases cannot be listed or watched.
 			APIGroups:     []string{groupCoordination},
 			Resources:     []string{"leases"},

@@ -77,6 +77,7 @@ func TestRulesAreExact(t *testing.T) {
 		{"hub Role", AgentRoleRules("east"), []string{
 			"dbfleet.io memberdatabases [] get,list,watch,update,patch",
 			"dbfleet.io memberdatabases/status [] get,update,patch",
+			" secrets [] get,list,watch",
 			"coordination.k8s.io leases [dbfleet-agent] get,update",
 			"coordination.k8s.io leases [] create",
 			"dbfleet.io memberclusterreports [east] get,update,patch",
@@ -86,6 +87,8 @@ func TestRulesAreExact(t *testing.T) {
 		{"member ClusterRole", AgentMemberRules(), []string{
 			"apps statefulsets [] get,list,watch,create,update,patch,delete",
 			" services [] get,list,watch,create,update,patch,delete",
+			" secrets,serviceaccounts [] get,list,watch,create,update,patch,delete",
+			"rbac.authorization.k8s.io roles,rolebindings [] get,list,watch,create,update,patch,delete",
 			"policy poddisruptionbudgets [] get,list,watch,create,update,patch,delete",
 			" pods [] get,list,watch,patch",
 			" nodes [] get,list,watch",

@@ -38,6 +38,7 @@ type agentOptions struct {
 	clusterName       string
 	heartbeatInterval time.Duration
 	fenceAfter        time.Duration
+	instanceImage     string
 }
 
 func newAgentOptions() *agentOptions {
@@ -60,6 +61,8 @@ func (o *agentOptions) addFlags(fs *pflag.FlagSet) {
 		"How often the agent renews its Lease on the hub.")
 	fs.DurationVar(&o.fenceAfter, "fence-after", o.fenceAfter,
 		"How long the agent keeps its primaries without a successful hub renewal before it fences them.")
+	fs.StringVar(&o.instanceImage, "instance-image", o.instanceImage,
+		"Image carrying /dbfleet-instance (normally the agent's own). When set, postgres pods run the instance manager as PID 1 (copied in by an init container) and the client Services follow the role it reports; empty runs the engine image as it is.")
 }
 
 func (o *agentOptions) validate() error {
@@ -156,7 +159,8 @@ func run(ctx context.Context, o *agentOptions) error {
 	}
 	if _, err := agent.Setup(mgr, agent.Settings{
 		Cluster: o.clusterName, HeartbeatInterval: o.heartbeatInterval, FenceAfter: o.fenceAfter, Version: version,
-		Hub: hubClient, Member: memberCluster.GetClient(), MemberDiscovery: disco,
+		InstanceImage: o.instanceImage,
+		Hub:           hubClient, Member: memberCluster.GetClient(), MemberDiscovery: disco,
 	}); err != nil {
 		return err
 	}

@@ -28,6 +28,7 @@ import (
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/hub"
 	"github.com/dbfleet/dbfleet/pkg/hub/clusterhealth"
+	"github.com/dbfleet/dbfleet/pkg/hub/credentials"
 	"github.com/dbfleet/dbfleet/pkg/hub/databasecluster"
 	"github.com/dbfleet/dbfleet/pkg/hub/liveness"
 	"github.com/dbfleet/dbfleet/pkg/hub/push"
@@ -46,6 +47,9 @@ var controllers = hub.Registry{
 	},
 	clusterhealth.Name: func(ctx context.Context, mgr mcmanager.Manager, cfg hub.Config) error {
 		return clusterhealth.Setup(ctx, mgr.GetLocalManager(), cfg)
+	},
+	credentials.Name: func(ctx context.Context, mgr mcmanager.Manager, _ hub.Config) error {
+		return credentials.Setup(ctx, mgr.GetLocalManager())
 	},
 }
 
@@ -201,7 +205,8 @@ func run(ctx context.Context, o *runOptions) error {
 	provider := push.NewProvider()
 	mgr, err := mcmanager.New(cfg, provider, ctrl.Options{
 		Scheme: scheme.New(),
-		// The only Secrets the hub reads are the Push kubeconfigs in its own namespace.
+		// The only Secrets the hub caches are the Push kubeconfigs in its own namespace; the
+		// credentials controller reads database Secrets directly.
 		Cache: cache.Options{
 			// The hub never reads managedFields: not caching them saves memory at 10,000 databases.
 			DefaultTransform: cache.TransformStripManagedFields(),

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -35,6 +36,10 @@ type passResult struct {
 	// replacing says the StatefulSet is being replaced to grow its volume claim template: the
 	// old one is going (its pods stay) and the next pass creates the new one.
 	replacing bool
+	// instanceManaged says the share's pods run the instance manager (postgres with
+	// --instance-image), and instances is what their /status said.
+	instanceManaged bool
+	instances       []dbfleetv1alpha1.InstanceStatus
 }
 
 // err is every failure of the pass.
@@ -64,7 +69,7 @@ func (r *Reconciler) applyShare(ctx context.Context, member client.Client, live 
 	fail(true, ensureNamespace(ctx, member, mdb.Spec.DatabaseRef.Namespace))
 	fail(false, applyOwned(ctx, member, DesiredService(mdb), &corev1.Service{}))
 	var err error
-	p.sts, p.storage, p.replacing, err = r.applyStatefulSet(ctx, member, live, mdb, fencedAt)
+	p.sts, p.storage, p.replacing, err = r.applyStatefulSet(ctx, member, live, mdb, fencedAt, cluster)
 	fail(true, err)
 	for _, pdb := range DesiredPDBs(mdb) {
 		fail(false, applyOwned(ctx, member, pdb, &policyv1.PodDisruptionBudget{}))
@@ -74,7 +79,18 @@ func (r *Reconciler) applyShare(ctx context.Context, member client.Client, live 
 		fail(false, deleteOwned(ctx, member, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{
 			Namespace: mdb.Spec.DatabaseRef.Namespace, Name: PrimaryPDBName(mdb.Spec.DatabaseRef.Name)}}))
 	}
+	if mdb.Spec.Database.Engine == dbfleetv1alpha1.EnginePostgres {
+		for _, err := range r.applyPostgres(ctx, member, mdb) {
+			fail(false, err)
+		}
+	}
 	fail(true, labelPods(ctx, member, mdb, fenced))
+	if r.instanceManaged(mdb) {
+		fail(true, annotateInstancePods(ctx, member, mdb))
+		p.instanceManaged = true
+		p.instances, err = r.observeInstances(ctx, member, mdb)
+		fail(false, err)
+	}
 	switch {
 	case primary && !fenced && r.Guard != nil:
 		fail(true, r.renewPrimaryLease(ctx, member, mdb, cluster))
@@ -92,8 +108,11 @@ func (r *Reconciler) applyShare(ctx context.Context, member client.Client, live 
 // place (propagation Orphan) and creates it again with the larger template once it is gone; the
 // new StatefulSet adopts the running pods. It returns the StatefulSet as the API server has it,
 // why the volumes keep another size (nil when they do not), and whether it is being replaced.
-func (r *Reconciler) applyStatefulSet(ctx context.Context, member client.Client, live client.Reader, mdb *dbfleetv1alpha1.MemberDatabase, fencedAt int64) (*appsv1.StatefulSet, *storageKept, bool, error) {
+func (r *Reconciler) applyStatefulSet(ctx context.Context, member client.Client, live client.Reader, mdb *dbfleetv1alpha1.MemberDatabase, fencedAt int64, cluster string) (*appsv1.StatefulSet, *storageKept, bool, error) {
 	desired := DesiredStatefulSet(mdb, fencedAt)
+	if r.instanceManaged(mdb) {
+		withInstanceManager(desired, mdb, r.InstanceImage, cluster)
+	}
 	key := client.ObjectKeyFromObject(desired)
 	existing := &appsv1.StatefulSet{}
 	err := member.Get(ctx, key, existing)
@@ -203,4 +222,56 @@ func labelPods(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.M
 		}
 	}
 	return nil
+}
+
+// applyPostgres writes what a postgres share needs besides its StatefulSet: the client Services,
+// the instance managers' ServiceAccount and Role, and the credentials the hub carried into
+// member-<cluster>, as "<db>-superuser", "<db>-replication" and "<db>-app".
+func (r *Reconciler) applyPostgres(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase) []error {
+	var errs []error
+	for _, svc := range DesiredRoleServices(mdb, r.InstanceImage != "") {
+		errs = append(errs, applyOwned(ctx, member, svc, &corev1.Service{}))
+	}
+	sa, role, binding := DesiredInstanceRBAC(mdb)
+	errs = append(errs,
+		applyOwned(ctx, member, sa, &corev1.ServiceAccount{}),
+		applyOwned(ctx, member, role, &rbacv1.Role{}),
+		applyOwned(ctx, member, binding, &rbacv1.RoleBinding{}))
+	carried, err := r.carriedCredentials(ctx, mdb)
+	if err != nil {
+		return append(errs, err)
+	}
+	for _, secret := range DesiredCredentials(mdb, carried) {
+		errs = append(errs, applyOwned(ctx, member, secret, &corev1.Secret{}))
+	}
+	return errs
+}
+
+// carriedCredentials reads the share's credentials from member-<cluster> on the hub. It reads
+// the API server, not a cache: a Secret informer on the hub would not start for an agent whose
+// hub Role predates the grant, and would hold up every share.
+func (r *Reconciler) carriedCredentials(ctx context.Context, mdb *dbfleetv1alpha1.MemberDatabase) ([]corev1.Secret, error) {
+	list := &corev1.SecretList{}
+	if err := r.Manager.GetLocalManager().GetAPIReader().List(ctx, list, client.InNamespace(mdb.Namespace), client.MatchingLabels{
+		dbfleetv1alpha1.LabelDatabase: mdb.Spec.DatabaseRef.Name, dbfleetv1alpha1.LabelDatabaseNamespace: mdb.Spec.DatabaseRef.Namespace,
+	}, client.HasLabels{dbfleetv1alpha1.LabelCredentials}); err != nil {
+		return nil, fmt.Errorf("read the credentials carried to %s: %w", mdb.Namespace, err)
+	}
+	return list.Items, nil
+}
+
+// postgresObjects are the objects applyPostgres writes, for cleanup.
+func postgresObjects(ns, db string) []client.Object {
+	name := InstanceServiceAccountName(db)
+	objs := []client.Object{
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ReadWriteServiceName(db)}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ReadOnlyServiceName(db)}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+	}
+	for _, kind := range dbfleetv1alpha1.CredentialKinds {
+		objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: dbfleetv1alpha1.CredentialsSecretName(db, kind)}})
+	}
+	return objs
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -41,6 +42,11 @@ type Reconciler struct {
 	Guard *fence.Guard
 	// Recorder records Events on MemberDatabases, on the hub; nil records none.
 	Recorder events.EventRecorder
+	// InstanceImage is the image carrying /dbfleet-instance (the agent's --instance-image). Empty:
+	// postgres pods run their image as it is, and the client Services select on role labels alone.
+	InstanceImage string
+	// HTTPClient reads the instances' /status; nil uses http.DefaultClient.
+	HTTPClient *http.Client
 
 	// passes remembers, for each live primary share, what its last full pass left behind (a
 	// passRecord by "cluster/namespace/name"), so that the passes which only carry hub
@@ -89,6 +95,15 @@ func retryable(errs []error) bool {
 		}
 	}
 	return false
+}
+
+// instanceRecheck is how often an instance-managed share's instances are read again.
+const instanceRecheck = 5 * time.Second
+
+// instanceManaged says the share's pods run the instance manager, whose /status each full pass
+// reads (so a live primary share never takes the renewal-only pass).
+func (r *Reconciler) instanceManaged(mdb *dbfleetv1alpha1.MemberDatabase) bool {
+	return r.InstanceImage != "" && mdb.Spec.Database.Engine == dbfleetv1alpha1.EnginePostgres
 }
 
 // replaceWait is how soon a share whose StatefulSet is being replaced is looked at again, should
@@ -197,6 +212,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 		// The old StatefulSet's deletion brings the share back; look again in case it is slow.
 		next = replaceWait
 	}
+	if pass.instanceManaged && (next == 0 || next > instanceRecheck) {
+		// Nothing watches an instance's /status: look again to keep the report and the
+		// instance-role labels (which the client Services select on) current.
+		next = instanceRecheck
+	}
 	switch err := errors.Join(applyErr, statusErr); {
 	case err != nil && livePrimary:
 		// The primary Lease must be carried forward on time whatever else failed: come back
@@ -220,7 +240,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 // its four objects every fenceAfter/5 before, which at 30 primaries was 40 member API requests a
 // second for no change. It reports whether it handled the pass.
 func (r *Reconciler) renewOnly(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, passKey, cluster string) (ctrl.Result, bool) {
-	if r.Guard == nil || mdb.Spec.Role != dbfleetv1alpha1.RolePrimary || !r.Guard.Fresh() {
+	if r.Guard == nil || mdb.Spec.Role != dbfleetv1alpha1.RolePrimary || !r.Guard.Fresh() || r.instanceManaged(mdb) {
 		return ctrl.Result{}, false
 	}
 	v, ok := r.passes.Load(passKey)
@@ -355,12 +375,12 @@ func (r *Reconciler) notEngaged(ctx context.Context, hub client.Client, cluster 
 // StatefulSet's retention policy (kept unless the user asked for Delete).
 func (r *Reconciler) cleanup(ctx context.Context, hub, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, cluster string) error {
 	ns, name := mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name
-	for _, obj := range []client.Object{
+	for _, obj := range append([]client.Object{
 		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
 		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: PrimaryPDBName(name)}},
 		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ReplicaPDBName(name)}},
-	} {
+	}, postgresObjects(ns, name)...) {
 		if err := deleteOwned(ctx, member, obj); err != nil {
 			return err
 		}

@@ -25,9 +25,9 @@ const Name = "memberdatabase"
 
 // Setup registers the member-side reconciler with a multicluster manager whose local cluster is
 // the hub and whose provider engages member clusters.
-// guard is the agent's hub-lease freshness, nil in the hub.
-func Setup(mgr mcmanager.Manager, guard *fence.Guard, opts controller.TypedOptions[mcreconcile.Request]) error {
-	r := &Reconciler{Manager: mgr, Guard: guard, Recorder: mgr.GetLocalManager().GetEventRecorder("dbfleet-agent")}
+// guard is the agent's hub-lease freshness, nil in the hub; instanceImage is --instance-image.
+func Setup(mgr mcmanager.Manager, guard *fence.Guard, opts controller.TypedOptions[mcreconcile.Request], instanceImage string) error {
+	r := &Reconciler{Manager: mgr, Guard: guard, Recorder: mgr.GetLocalManager().GetEventRecorder("dbfleet-agent"), InstanceImage: instanceImage}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named(Name).
 		WithOptions(opts).

@@ -23,6 +23,9 @@ const (
 	ReasonHubLeaseExpired = "HubLeaseExpired"
 	ReasonStaleEpoch      = "StaleEpoch"
 	ReasonStatefulSetU    = "StatefulSetUnknown"
+	// ReasonInstancesNotReady: the pods are ready, but the instance managers do not report a
+	// primary that takes writes and standbys that all stream; the message says which.
+	ReasonInstancesNotReady = "InstancesNotReady"
 	// ReasonStorageNotExpandable: the share's storage grew, but the StorageClass of its volumes
 	// does not allow expansion; they and the claim template keep their size.
 	ReasonStorageNotExpandable = "StorageNotExpandable"
@@ -88,6 +91,20 @@ func setStatus(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult, fenced bool
 	want := mdb.Spec.Replicas
 	st.Replicas, st.ReadyReplicas = sts.Status.Replicas, sts.Status.ReadyReplicas
 	current := sts.Status.ObservedGeneration >= sts.Generation
+	if pass.instanceManaged {
+		st.Instances = pass.instances
+	} else {
+		st.Instances = nil
+	}
+	if current && st.ReadyReplicas >= want && sts.Status.UpdatedReplicas >= want && pass.instanceManaged {
+		// The pods are ready; the database is available only if the instances say a primary
+		// takes writes and every standby streams.
+		if ok, msg := instancesAvailable(pass.instances, want, mdb.Spec.Role == dbfleetv1alpha1.RolePrimary && !fenced); !ok {
+			set(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionFalse, ReasonInstancesNotReady, msg)
+			set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, ReasonInstancesNotReady, msg)
+			return
+		}
+	}
 	if current && st.ReadyReplicas >= want && sts.Status.UpdatedReplicas >= want {
 		set(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue, ReasonReady, fmt.Sprintf("%d/%d replicas ready", st.ReadyReplicas, want))
 		set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionFalse, ReasonUpToDate, "every replica runs the current spec")

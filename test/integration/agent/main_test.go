@@ -65,6 +65,13 @@ func startAgent(t *testing.T, hubCfg, memberCfg *rest.Config) (stop func()) {
 // startAgentWithGuard also fences on the given guard (nil: never fences).
 func startAgentWithGuard(t *testing.T, hubCfg, memberCfg *rest.Config, guard *fence.Guard) (stop func()) {
 	t.Helper()
+	return startAgentWithImage(t, hubCfg, memberCfg, guard, "")
+}
+
+// startAgentWithImage also runs postgres pods with the instance manager of the given image, as
+// --instance-image does.
+func startAgentWithImage(t *testing.T, hubCfg, memberCfg *rest.Config, guard *fence.Guard, instanceImage string) (stop func()) {
+	t.Helper()
 	memberCluster, err := cluster.New(memberCfg, func(o *cluster.Options) { o.Scheme = framework.Scheme })
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +89,7 @@ func startAgentWithGuard(t *testing.T, hubCfg, memberCfg *rest.Config, guard *fe
 		t.Fatal(err)
 	}
 	// Each test starts its own agent; controller names repeat across them.
-	if err := member.Setup(mgr, guard, controller.TypedOptions[mcreconcile.Request]{SkipNameValidation: ptr.To(true)}); err != nil {
+	if err := member.Setup(mgr, guard, controller.TypedOptions[mcreconcile.Request]{SkipNameValidation: ptr.To(true)}, instanceImage); err != nil {
 		t.Fatal(err)
 	}
 	return framework.Run(t, "agent manager", mgr.Start)

@@ -83,6 +83,21 @@ func TestAgentCredentialIsLeastPrivilege(t *testing.T) {
 	allowed(t, "get its MemberClusterReport", agent.Get(ctx, client.ObjectKeyFromObject(report), report))
 	report.Status.Agent = &dbfleetv1alpha1.AgentSettings{HeartbeatIntervalSeconds: 5, FenceAfterSeconds: 15}
 	allowed(t, "update its MemberClusterReport", agent.Update(ctx, report))
+	// Allowed: the database credentials the hub carries to its namespace.
+	carried := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: nsAlpha, Name: "shop.orders-app"},
+		Data: map[string][]byte{"username": []byte("app"), "password": []byte("secret")}}
+	if err := hub.Client.Create(ctx, carried); err != nil {
+		t.Fatal(err)
+	}
+	allowed(t, "read the credentials carried to its namespace", agent.Get(ctx, client.ObjectKeyFromObject(carried), &corev1.Secret{}))
+	allowed(t, "list Secrets in its namespace", agent.List(ctx, &corev1.SecretList{}, client.InNamespace(nsAlpha)))
+	allowed(t, "watch Secrets in its namespace", func() error {
+		w, err := agent.Watch(ctx, &corev1.SecretList{}, client.InNamespace(nsAlpha))
+		if err == nil {
+			w.Stop()
+		}
+		return err
+	}())
 	// Events about its work.
 	allowed(t, "create an Event in its namespace", agent.Create(ctx, &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Namespace: nsAlpha, GenerateName: "alpha-"},
@@ -121,8 +136,10 @@ func TestAgentCredentialIsLeastPrivilege(t *testing.T) {
 	forged.ResourceVersion, forged.UID, forged.Name = "", "", "shop.forged"
 	forbidden(t, "create a MemberDatabase", agent.Create(ctx, forged))
 	forbidden(t, "delete a MemberDatabase", agent.Delete(ctx, mine))
-	forbidden(t, "read a Secret in its namespace", agent.Get(ctx, client.ObjectKey{Namespace: nsAlpha, Name: "anything"}, &corev1.Secret{}))
-	forbidden(t, "list Secrets in its namespace", agent.List(ctx, &corev1.SecretList{}, client.InNamespace(nsAlpha)))
+	forbidden(t, "read a Secret in another member's namespace", agent.Get(ctx, client.ObjectKey{Namespace: nsBeta, Name: "shop.orders-app"}, &corev1.Secret{}))
+	forbidden(t, "list Secrets in another member's namespace", agent.List(ctx, &corev1.SecretList{}, client.InNamespace(nsBeta)))
+	forbidden(t, "list Secrets of every namespace", agent.List(ctx, &corev1.SecretList{}))
+	forbidden(t, "write the credentials carried to it", agent.Delete(ctx, carried))
 	forbidden(t, "list Leases", agent.List(ctx, &coordinationv1.LeaseList{}, client.InNamespace(nsAlpha)))
 	forbidden(t, "get another Lease", agent.Get(ctx, client.ObjectKey{Namespace: nsAlpha, Name: "other"}, &coordinationv1.Lease{}))
 	forbidden(t, "create a Lease in another member's namespace", agent.Create(ctx, &coordinationv1.Lease{
@@ -425,7 +442,12 @@ func TestMemberManifestsApply(t *testing.T) {
 	allowed(t, "create a namespace in the member", asAgent.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}))
 	allowed(t, "list StatefulSets in the member", asAgent.List(ctx, &appsv1.StatefulSetList{}, client.InNamespace("shop")))
 	allowed(t, "create a Lease in the member", asAgent.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "dbfleet-primary-orders"}}))
-	forbidden(t, "read Secrets in the member", asAgent.List(ctx, &corev1.SecretList{}, client.InNamespace("shop")))
+	allowed(t, "write a database's credentials in the member", asAgent.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders-app"}}))
+	forbidden(t, "bind cluster-admin in the member", asAgent.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "escalate"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "shop", Name: "default"}},
+	}))
 	forbidden(t, "delete a namespace in the member", asAgent.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}))
 	forbidden(t, "create a Pod in the member", asAgent.Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "p"},

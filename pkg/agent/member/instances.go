@@ -1,0 +1,215 @@
+package member
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+)
+
+// instanceStatusTimeout bounds one read of an instance's /status: a pod that does not answer
+// in time is reported unknown rather than hold up its share's pass (and its primary Lease).
+const instanceStatusTimeout = time.Second
+
+// maxStatusBody bounds what the agent reads of a /status answer.
+const maxStatusBody = 64 << 10
+
+// instanceTarget is one pod whose instance to read: its name and the URL of its /status, empty
+// when the pod has no IP yet.
+type instanceTarget struct {
+	pod, url string
+}
+
+// readInstance reads one instance's /status. The body is the instance manager's status JSON,
+// whose fields the InstanceStatus API type carries under the same names; others are ignored.
+func readInstance(ctx context.Context, c *http.Client, url string) (dbfleetv1alpha1.InstanceStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, instanceStatusTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return dbfleetv1alpha1.InstanceStatus{}, fmt.Errorf("build request for %s: %w", url, err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return dbfleetv1alpha1.InstanceStatus{}, fmt.Errorf("read %s: %w", url, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return dbfleetv1alpha1.InstanceStatus{}, fmt.Errorf("read %s: HTTP %d", url, resp.StatusCode)
+	}
+	var st dbfleetv1alpha1.InstanceStatus
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxStatusBody)).Decode(&st); err != nil {
+		return dbfleetv1alpha1.InstanceStatus{}, fmt.Errorf("decode %s: %w", url, err)
+	}
+	return st, nil
+}
+
+// readInstances reads every target's /status at once and returns them by pod name, sorted. A
+// target that cannot be read is reported with role unknown and the error as message.
+func readInstances(ctx context.Context, c *http.Client, targets []instanceTarget) []dbfleetv1alpha1.InstanceStatus {
+	out := make([]dbfleetv1alpha1.InstanceStatus, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		if t.url == "" {
+			out[i] = dbfleetv1alpha1.InstanceStatus{Pod: t.pod, Role: dbfleetv1alpha1.InstanceUnknown, Message: "the pod has no IP yet"}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := readInstance(ctx, c, t.url)
+			if err != nil {
+				out[i] = dbfleetv1alpha1.InstanceStatus{Pod: t.pod, Role: dbfleetv1alpha1.InstanceUnknown, Message: truncateMessage(err.Error())}
+				return
+			}
+			st.Pod = t.pod // the pod the agent asked, whatever the answer says
+			st.Message = truncateMessage(st.Message)
+			out[i] = st
+		}()
+	}
+	wg.Wait()
+	sort.Slice(out, func(i, j int) bool { return out[i].Pod < out[j].Pod })
+	return out
+}
+
+func truncateMessage(s string) string {
+	const limit = 1024
+	if len(s) <= limit {
+		return s
+	}
+	return s[:limit-3] + "..."
+}
+
+// instanceRoleLabel is the dbfleet.io/instance-role value a pod gets from its instance's report:
+// primary or standby when it really runs so, none otherwise (the Services then leave it out).
+func instanceRoleLabel(st dbfleetv1alpha1.InstanceStatus) string {
+	switch st.Role {
+	case dbfleetv1alpha1.InstanceRunningPrimary:
+		return dbfleetv1alpha1.InstanceRolePrimary
+	case dbfleetv1alpha1.InstanceRunningStandby:
+		return dbfleetv1alpha1.InstanceRoleStandby
+	}
+	return ""
+}
+
+// instancesAvailable judges a share from its instances' reports: a primary share is available
+// when exactly one instance runs as a ready (writable) primary and every other is a ready
+// (streaming) standby; a replica share when every instance is a ready standby. It says why not.
+func instancesAvailable(instances []dbfleetv1alpha1.InstanceStatus, replicas int32, primaryShare bool) (bool, string) {
+	if int32(len(instances)) < replicas {
+		return false, fmt.Sprintf("%d/%d instances report", len(instances), replicas)
+	}
+	primaries := 0
+	for _, in := range instances {
+		switch {
+		case in.Role == dbfleetv1alpha1.InstanceRunningPrimary && primaryShare:
+			primaries++
+			if !in.Ready {
+				return false, fmt.Sprintf("primary %s does not take writes", in.Pod)
+			}
+		case in.Role == dbfleetv1alpha1.InstanceRunningStandby:
+			if !in.Ready {
+				return false, fmt.Sprintf("standby %s is not streaming", in.Pod)
+			}
+		default:
+			msg := fmt.Sprintf("instance %s runs as %s", in.Pod, in.Role)
+			if in.Message != "" {
+				msg += ": " + in.Message
+			}
+			return false, msg
+		}
+	}
+	if primaryShare && primaries != 1 {
+		return false, fmt.Sprintf("%d instances run as primary, want 1", primaries)
+	}
+	if primaryShare {
+		return true, fmt.Sprintf("the primary takes writes and %d standbys stream", len(instances)-1)
+	}
+	return true, fmt.Sprintf("%d standbys stream", len(instances))
+}
+
+// StatusPortName is the name of the container port on which a pod's instance manager serves
+// /status; the agent reads it from each pod's spec.
+const StatusPortName = "status"
+
+// instanceTargets are the share's pods whose instances the agent reads, with their /status URLs.
+func instanceTargets(mdb *dbfleetv1alpha1.MemberDatabase, pods []corev1.Pod) []instanceTarget {
+	var targets []instanceTarget
+	for i := range pods {
+		pod := &pods[i]
+		if _, err := PodRole(mdb, pod.Name, false); err != nil || !pod.DeletionTimestamp.IsZero() {
+			continue
+		}
+		t := instanceTarget{pod: pod.Name}
+		if port := statusPort(pod); port != 0 && pod.Status.PodIP != "" {
+			t.url = "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(port))) + "/status"
+		}
+		targets = append(targets, t)
+	}
+	return targets
+}
+
+func statusPort(pod *corev1.Pod) int32 {
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.Name == StatusPortName {
+				return p.ContainerPort
+			}
+		}
+	}
+	return 0
+}
+
+// observeInstances reads the instances of the share's pods and labels each pod
+// dbfleet.io/instance-role with the role its instance reports (removing the label when it runs
+// neither as primary nor as standby), which is what <db>-rw and <db>-ro select on.
+func (r *Reconciler) observeInstances(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase) ([]dbfleetv1alpha1.InstanceStatus, error) {
+	pods := &corev1.PodList{}
+	if err := member.List(ctx, pods, client.InNamespace(mdb.Spec.DatabaseRef.Namespace), client.MatchingLabels(selectorLabels(mdb))); err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	c := r.HTTPClient
+	if c == nil {
+		c = http.DefaultClient
+	}
+	instances := readInstances(ctx, c, instanceTargets(mdb, pods.Items))
+	byPod := map[string]dbfleetv1alpha1.InstanceStatus{}
+	for _, in := range instances {
+		byPod[in.Pod] = in
+	}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		in, ok := byPod[pod.Name]
+		if !ok {
+			continue
+		}
+		want := instanceRoleLabel(in)
+		if pod.Labels[dbfleetv1alpha1.LabelInstanceRole] == want {
+			continue
+		}
+		patched := pod.DeepCopy()
+		if want == "" {
+			delete(patched.Labels, dbfleetv1alpha1.LabelInstanceRole)
+		} else {
+			if patched.Labels == nil {
+				patched.Labels = map[string]string{}
+			}
+			patched.Labels[dbfleetv1alpha1.LabelInstanceRole] = want
+		}
+		if err := member.Patch(ctx, patched, client.MergeFrom(pod)); client.IgnoreNotFound(err) != nil {
+			return instances, fmt.Errorf("label pod %s with its instance role: %w", pod.Name, err)
+		}
+	}
+	return instances, nil
+}

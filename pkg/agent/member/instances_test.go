@@ -1,0 +1,95 @@
+package member
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+)
+
+func TestReadInstancesFromStatusEndpoints(t *testing.T) {
+	// The instance manager's /status body, with fields the API type does not carry.
+	standby := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/status" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(`{"pod":"orders-1","role":"standby","epoch":3,"timeline":2,"receivedLSN":"0/3000148",` +
+			`"replayedLSN":"0/3000060","lagBytes":232,"streaming":true,"ready":true,"systemIdentifier":"7"}`))
+	}))
+	defer standby.Close()
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "boom", http.StatusInternalServerError)
+	}))
+	defer failing.Close()
+	block := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		select {
+		case <-block:
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	defer close(block)
+
+	got := readInstances(context.Background(), http.DefaultClient, []instanceTarget{
+		{pod: "orders-2", url: failing.URL + "/status"},
+		{pod: "orders-1", url: standby.URL + "/status"},
+		{pod: "orders-3", url: slow.URL + "/status"},
+		{pod: "orders-4"},
+	})
+	if len(got) != 4 {
+		t.Fatalf("got %d instances, want 4: %+v", len(got), got)
+	}
+	want := dbfleetv1alpha1.InstanceStatus{Pod: "orders-1", Role: "standby", Timeline: 2, ReceivedLSN: "0/3000148",
+		ReplayedLSN: "0/3000060", LagBytes: 232, Ready: true}
+	if got[0] != want {
+		t.Errorf("orders-1: %+v, want %+v", got[0], want)
+	}
+	for _, in := range got[1:] {
+		if in.Role != dbfleetv1alpha1.InstanceUnknown || in.Message == "" || in.Ready {
+			t.Errorf("%s: %+v, want unknown with the reason", in.Pod, in)
+		}
+	}
+	if !strings.Contains(got[1].Message, "HTTP 500") {
+		t.Errorf("orders-2 message %q does not say HTTP 500", got[1].Message)
+	}
+	if !strings.Contains(got[2].Message, "deadline") {
+		t.Errorf("orders-3 message %q does not say it timed out", got[2].Message)
+	}
+}
+
+func TestInstancesAvailable(t *testing.T) {
+	p := func(pod string, ready bool) dbfleetv1alpha1.InstanceStatus {
+		return dbfleetv1alpha1.InstanceStatus{Pod: pod, Role: dbfleetv1alpha1.InstanceRunningPrimary, Ready: ready}
+	}
+	s := func(pod string, ready bool) dbfleetv1alpha1.InstanceStatus {
+		return dbfleetv1alpha1.InstanceStatus{Pod: pod, Role: dbfleetv1alpha1.InstanceRunningStandby, Ready: ready}
+	}
+	for _, tc := range []struct {
+		name      string
+		in        []dbfleetv1alpha1.InstanceStatus
+		replicas  int32
+		primary   bool
+		want      bool
+		msgSubstr string
+	}{
+		{"primary and streaming standby", []dbfleetv1alpha1.InstanceStatus{p("a", true), s("b", true)}, 2, true, true, "1 standbys stream"},
+		{"standby not streaming", []dbfleetv1alpha1.InstanceStatus{p("a", true), s("b", false)}, 2, true, false, "standby b is not streaming"},
+		{"primary not writable", []dbfleetv1alpha1.InstanceStatus{p("a", false), s("b", true)}, 2, true, false, "primary a does not take writes"},
+		{"no primary", []dbfleetv1alpha1.InstanceStatus{s("a", true), s("b", true)}, 2, true, false, "0 instances run as primary"},
+		{"two primaries", []dbfleetv1alpha1.InstanceStatus{p("a", true), p("b", true)}, 2, true, false, "2 instances run as primary"},
+		{"a primary in a replica share", []dbfleetv1alpha1.InstanceStatus{p("a", true)}, 1, false, false, "runs as primary"},
+		{"replica share streaming", []dbfleetv1alpha1.InstanceStatus{s("a", true)}, 1, false, true, "1 standbys stream"},
+		{"missing report", []dbfleetv1alpha1.InstanceStatus{p("a", true)}, 2, true, false, "1/2 instances report"},
+		{"unknown", []dbfleetv1alpha1.InstanceStatus{p("a", true), {Pod: "b", Role: dbfleetv1alpha1.InstanceUnknown, Message: "timeout"}}, 2, true, false, "b runs as unknown: timeout"},
+	} {
+		got, msg := instancesAvailable(tc.in, tc.replicas, tc.primary)
+		if got != tc.want || !strings.Contains(msg, tc.msgSubstr) {
+			t.Errorf("%s: %v %q, want %v and %q", tc.name, got, msg, tc.want, tc.msgSubstr)
+		}
+	}
+}

@@ -1,0 +1,262 @@
+package member
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/agent/fence"
+	"github.com/dbfleet/dbfleet/pkg/instance"
+	"github.com/dbfleet/dbfleet/pkg/instance/observe"
+	"github.com/dbfleet/dbfleet/pkg/instance/status"
+)
+
+// ReadWriteServiceName and ReadOnlyServiceName name a postgres database's client Services in a
+// member cluster: "<db>-rw" (the primary) and "<db>-ro" (the standbys).
+func ReadWriteServiceName(db string) string { return db + "-rw" }
+func ReadOnlyServiceName(db string) string  { return db + "-ro" }
+
+// InstanceServiceAccountName names the ServiceAccount, Role and RoleBinding of a postgres
+// database's instance managers: "<db>-instance".
+func InstanceServiceAccountName(db string) string { return db + "-instance" }
+
+// DesiredRoleServices are a postgres share's client Services. Without the instance manager
+// (instanceManaged false) they select on the placement's role label alone, as the pods run
+// nothing that could say otherwise; with it, also on the role the instance reports it really
+// runs, so that <db>-rw never sends a write to a pod that is not a writable primary.
+func DesiredRoleServices(mdb *dbfleetv1alpha1.MemberDatabase, instanceManaged bool) []*corev1.Service {
+	port := engines[mdb.Spec.Database.Engine].port
+	svc := func(name string, role dbfleetv1alpha1.ReplicaRole, instanceRole string) *corev1.Service {
+		sel := selectorLabels(mdb)
+		sel[dbfleetv1alpha1.LabelRole] = string(role)
+		if instanceManaged {
+			sel[dbfleetv1alpha1.LabelInstanceRole] = instanceRole
+		}
+		return &corev1.Service{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: mdb.Spec.DatabaseRef.Namespace, Name: name, Labels: objectLabels(mdb)},
+			Spec: corev1.ServiceSpec{
+				Type:     corev1.ServiceTypeClusterIP,
+				Selector: sel,
+				Ports:    []corev1.ServicePort{{Name: "db", Port: port, TargetPort: intstr.FromString("db")}},
+			},
+		}
+	}
+	db := mdb.Spec.DatabaseRef.Name
+	return []*corev1.Service{
+		svc(ReadWriteServiceName(db), dbfleetv1alpha1.RolePrimary, dbfleetv1alpha1.InstanceRolePrimary),
+		svc(ReadOnlyServiceName(db), dbfleetv1alpha1.RoleReplica, dbfleetv1alpha1.InstanceRoleStandby),
+	}
+}
+
+// DesiredInstanceRBAC is what a postgres database's instance managers may do in their member
+// cluster: read the pods of the namespace (their own Pod, for its role label and annotations;
+// RBAC cannot narrow pods by label, and a pod's name is not known before the StatefulSet makes
+// it) and the database's primary Lease, by name. Nothing else, and nothing to write.
+func DesiredInstanceRBAC(mdb *dbfleetv1alpha1.MemberDatabase) (*corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding) {
+	ns, db := mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name
+	name := InstanceServiceAccountName(db)
+	meta := func() metav1.ObjectMeta {
+		return metav1.ObjectMeta{Namespace: ns, Name: name, Labels: objectLabels(mdb)}
+	}
+	sa := &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta()}
+	role := &rbacv1.Role{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+		ObjectMeta: meta(),
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
+				ResourceNames: []string{fence.PrimaryLeaseName(db)}, Verbs: []string{"get", "list", "watch"}},
+		},
+	}
+	binding := &rbacv1.RoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+		ObjectMeta: meta(),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
+	}
+	return sa, role, binding
+}
+
+// DesiredCredentials are the member-side Secrets "<db>-<kind>" made from the copies the hub
+// carried into member-<cluster> (carried, as the agent read them there), by kind.
+func DesiredCredentials(mdb *dbfleetv1alpha1.MemberDatabase, carried []corev1.Secret) []*corev1.Secret {
+	var out []*corev1.Secret
+	for _, kind := range dbfleetv1alpha1.CredentialKinds {
+		want := dbfleetv1alpha1.CarriedCredentialsSecretName(mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name, kind)
+		for i := range carried {
+			c := &carried[i]
+			if c.Name != want {
+				continue
+			}
+			labels := objectLabels(mdb)
+			labels[dbfleetv1alpha1.LabelCredentials] = kind
+			out = append(out, &corev1.Secret{
+				TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+				ObjectMeta: metav1.ObjectMeta{
+					Namespace: mdb.Spec.DatabaseRef.Namespace,
+					Name:      dbfleetv1alpha1.CredentialsSecretName(mdb.Spec.DatabaseRef.Name, kind),
+					Labels:    labels,
+				},
+				Type: corev1.SecretTypeOpaque,
+				Data: maps.Clone(c.Data),
+			})
+		}
+	}
+	return out
+}
+
+// Where the instance manager's pieces go in a postgres pod.
+const (
+	instanceBinVolume = "dbfleet-bin"
+	instanceBinDir    = "/dbfleet"
+	secretsDir        = "/etc/dbfleet/secrets"
+	// InitContainerName copies dbfleet-instance into the shared emptyDir.
+	InitContainerName = "bootstrap-instance"
+)
+
+// withInstanceManager turns a postgres StatefulSet into one whose database container runs
+// dbfleet-instance as PID 1: an init container of image (the agent's) copies the binary into an
+// emptyDir, the container runs it with its settings in the environment, the credentials Secrets
+// are mounted, it serves /status on the "status" port, and readiness is the instance's /readyz
+// (a primary that takes writes, a standby that streams). The pods run as the instance's
+// ServiceAccount unless the user named another.
+func withInstanceManager(sts *appsv1.StatefulSet, mdb *dbfleetv1alpha1.MemberDatabase, image, cluster string) {
+	db := mdb.Spec.DatabaseRef.Name
+	spec := &sts.Spec.Template.Spec
+	if spec.ServiceAccountName == "" {
+		spec.ServiceAccountName = InstanceServiceAccountName(db)
+	}
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: instanceBinVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	spec.InitContainers = append(spec.InitContainers, corev1.Container{
+		Name:         InitContainerName,
+		Image:        image,
+		Command:      []string{"/dbfleet-instance", "--copy-to=" + instanceBinDir},
+		VolumeMounts: []corev1.VolumeMount{{Name: instanceBinVolume, MountPath: instanceBinDir}},
+	})
+	c := &spec.Containers[0]
+	c.Name = "postgres"
+	c.Command = []string{instanceBinDir + "/dbfleet-instance"}
+	c.Args = nil
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: instanceBinVolume, MountPath: instanceBinDir, ReadOnly: true})
+	secretDirEnv := map[string]string{
+		dbfleetv1alpha1.CredentialsSuperuser:   instance.EnvSuperuserSecretDir,
+		dbfleetv1alpha1.CredentialsReplication: instance.EnvReplicationSecretDir,
+		dbfleetv1alpha1.CredentialsApp:         instance.EnvAppSecretDir,
+	}
+	field := func(path string) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path}}
+	}
+	env := []corev1.EnvVar{
+		{Name: instance.EnvPodName, ValueFrom: field("metadata.name")},
+		{Name: instance.EnvNamespace, ValueFrom: field("metadata.namespace")},
+		{Name: instance.EnvCluster, Value: cluster},
+		{Name: instance.EnvDatabase, Value: db},
+		{Name: instance.EnvDataVolume, Value: engines[dbfleetv1alpha1.EnginePostgres].dataDir},
+		{Name: instance.EnvHTTPPort, Value: strconv.Itoa(status.Port)},
+		{Name: instance.EnvPostgresPort, Value: strconv.Itoa(int(engines[dbfleetv1alpha1.EnginePostgres].port))},
+	}
+	for _, kind := range dbfleetv1alpha1.CredentialKinds {
+		name := "credentials-" + kind
+		dir := secretsDir + "/" + kind
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: dbfleetv1alpha1.CredentialsSecretName(db, kind), DefaultMode: ptr.To[int32](0o440)}}})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: true})
+		env = append(env, corev1.EnvVar{Name: secretDirEnv[kind], Value: dir})
+	}
+	// The user's environment comes last, so it may override (a bin dir, say), never replace ours.
+	c.Env = append(env, c.Env...)
+	c.Ports = append(c.Ports, corev1.ContainerPort{Name: StatusPortName, ContainerPort: status.Port})
+	c.ReadinessProbe = &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: status.ReadyPath, Port: intstr.FromString(StatusPortName)}},
+		PeriodSeconds: 2, FailureThreshold: 3,
+	}
+	c.LivenessProbe = &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: status.HealthPath, Port: intstr.FromString(StatusPortName)}},
+		PeriodSeconds: 10, FailureThreshold: 3,
+	}
+}
+
+// desiredInstanceAnnotations are the annotations each pod's instance manager reads (package
+// pkg/instance/observe), by pod name: every pod gets the share's epoch; in the primary
+// cluster's share, the standbys get the primary pod's address as their primary endpoint once it
+// has one, and the primary pod the names of the share's standbys, for which it keeps replication
+// slots. Standbys in other clusters learn the endpoint from the hub (not done here).
+func desiredInstanceAnnotations(mdb *dbfleetv1alpha1.MemberDatabase, pods []corev1.Pod) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	var primary *corev1.Pod
+	var standbys []string
+	for i := range pods {
+		pod := &pods[i]
+		role, err := PodRole(mdb, pod.Name, false)
+		if err != nil {
+			continue
+		}
+		out[pod.Name] = map[string]string{observe.AnnotationEpoch: strconv.FormatInt(mdb.Spec.Epoch, 10)}
+		if role == dbfleetv1alpha1.RolePrimary {
+			primary = pod
+		} else {
+			standbys = append(standbys, pod.Name)
+		}
+	}
+	if primary == nil {
+		return out
+	}
+	sort.Strings(standbys)
+	out[primary.Name][observe.AnnotationStandbys] = strings.Join(standbys, ",")
+	if primary.Status.PodIP != "" {
+		endpoint := net.JoinHostPort(primary.Status.PodIP, strconv.Itoa(int(engines[dbfleetv1alpha1.EnginePostgres].port)))
+		for _, name := range standbys {
+			out[name][observe.AnnotationPrimaryEndpoint] = endpoint
+		}
+	}
+	return out
+}
+
+// annotateInstancePods writes desiredInstanceAnnotations onto the share's pods, leaving others'
+// annotations alone.
+func annotateInstancePods(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase) error {
+	pods := &corev1.PodList{}
+	if err := member.List(ctx, pods, client.InNamespace(mdb.Spec.DatabaseRef.Namespace), client.MatchingLabels(selectorLabels(mdb))); err != nil {
+		return fmt.Errorf("list pods: %w", err)
+	}
+	want := desiredInstanceAnnotations(mdb, pods.Items)
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		w, ok := want[pod.Name]
+		if !ok {
+			continue
+		}
+		changed := false
+		for k, v := range w {
+			if pod.Annotations[k] != v {
+				changed = true
+			}
+		}
+		if !changed {
+			continue
+		}
+		patched := pod.DeepCopy()
+		if patched.Annotations == nil {
+			patched.Annotations = map[string]string{}
+		}
+		maps.Copy(patched.Annotations, w)
+		if err := member.Patch(ctx, patched, client.MergeFrom(pod)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("annotate pod %s: %w", pod.Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,167 @@
+package credentials
+
+import (
+	"crypto/rand"
+	"fmt"
+	"maps"
+	"net/url"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+)
+
+// passwordLength is long enough for 190 bits from an alphabet that needs no escaping in a URI
+// or a libpq connection string.
+const passwordLength = 32
+
+const passwordAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+// randomPassword draws from crypto/rand.
+func randomPassword() (string, error) {
+	return randomString(passwordLength)
+}
+
+func randomString(n int) (string, error) {
+	// rand.Text would do, but its alphabet (base32) is smaller; reject bytes past the largest
+	// multiple of the alphabet's size so that every character is equally likely.
+	const limit = 256 - 256%len(passwordAlphabet)
+	out := make([]byte, 0, n)
+	buf := make([]byte, 2*n)
+	for len(out) < n {
+		if _, err := rand.Read(buf); err != nil {
+			return "", fmt.Errorf("read random bytes: %w", err)
+		}
+		for _, b := range buf {
+			if int(b) < limit && len(out) < n {
+				out = append(out, passwordAlphabet[int(b)%len(passwordAlphabet)])
+			}
+		}
+	}
+	return string(out), nil
+}
+
+// defaultUsername and defaultDBName are what the hub puts in the Secrets it creates. The app
+// user owns its database (as CloudNativePG's app user does); the replication user connects to
+// the replication pseudo-database only, but libpq wants a dbname.
+func defaultUsername(kind string) string {
+	switch kind {
+	case dbfleetv1alpha1.CredentialsSuperuser:
+		return "postgres"
+	case dbfleetv1alpha1.CredentialsReplication:
+		return "streaming_replica"
+	default:
+		return "app"
+	}
+}
+
+func defaultDBName(kind string) string {
+	if kind == dbfleetv1alpha1.CredentialsApp {
+		return "app"
+	}
+	return "postgres"
+}
+
+// requiredKeys are what a credentials Secret must hold, the user's too; uri is derived
+// information, so a user's Secret may leave it out.
+func requiredKeys(kind string) []string {
+	keys := []string{dbfleetv1alpha1.SecretKeyUsername, dbfleetv1alpha1.SecretKeyPassword}
+	if kind == dbfleetv1alpha1.CredentialsApp {
+		keys = append(keys, dbfleetv1alpha1.SecretKeyDBName)
+	}
+	return keys
+}
+
+// missingKey returns the first required key the Secret lacks or holds empty, or "".
+func missingKey(secret *corev1.Secret, kind string) string {
+	for _, key := range requiredKeys(kind) {
+		if len(secret.Data[key]) == 0 {
+			return key
+		}
+	}
+	return ""
+}
+
+// connectionURI is a libpq URI to the database's read-write Service in the member cluster,
+// which is where clients of that cluster reach the primary.
+func connectionURI(database, username, password, dbname string) string {
+	u := url.URL{
+		Scheme: "postgresql",
+		User:   url.UserPassword(username, password),
+		Host:   database + "-rw:5432",
+		Path:   "/" + dbname,
+	}
+	return u.String()
+}
+
+// newSecret is the Secret the hub creates for a DatabaseCluster that has none of this kind:
+// owned by the DatabaseCluster (so it goes with it) and labelled, which is how the hub tells its
+// own Secrets from a user's.
+func newSecret(dbc *dbfleetv1alpha1.DatabaseCluster, kind string) (*corev1.Secret, error) {
+	password, err := randomPassword()
+	if err != nil {
+		return nil, err
+	}
+	username, dbname := defaultUsername(kind), defaultDBName(kind)
+	controller := true
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: dbc.Namespace,
+			Name:      dbfleetv1alpha1.CredentialsSecretName(dbc.Name, kind),
+			Labels: map[string]string{
+				dbfleetv1alpha1.LabelDatabase:    dbc.Name,
+				dbfleetv1alpha1.LabelCredentials: kind,
+			},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: dbfleetv1alpha1.GroupVersion.String(),
+				Kind:       "DatabaseCluster",
+				Name:       dbc.Name,
+				UID:        dbc.UID,
+				Controller: &controller,
+			}},
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{
+			dbfleetv1alpha1.SecretKeyUsername: []byte(username),
+			dbfleetv1alpha1.SecretKeyPassword: []byte(password),
+			dbfleetv1alpha1.SecretKeyDBName:   []byte(dbname),
+			dbfleetv1alpha1.SecretKeyURI:      []byte(connectionURI(dbc.Name, username, password, dbname)),
+		},
+	}, nil
+}
+
+// carriedSecret is the copy of a credentials Secret in a member namespace, owned by the share's
+// MemberDatabase so that it goes with it. Only the data travels, with dbname and uri filled in
+// when the user's Secret left them out.
+func carriedSecret(dbc *dbfleetv1alpha1.DatabaseCluster, kind string, source *corev1.Secret, mdb *dbfleetv1alpha1.MemberDatabase) *corev1.Secret {
+	data := maps.Clone(source.Data)
+	if len(data[dbfleetv1alpha1.SecretKeyDBName]) == 0 {
+		data[dbfleetv1alpha1.SecretKeyDBName] = []byte(defaultDBName(kind))
+	}
+	if len(data[dbfleetv1alpha1.SecretKeyURI]) == 0 {
+		data[dbfleetv1alpha1.SecretKeyURI] = []byte(connectionURI(dbc.Name,
+			string(data[dbfleetv1alpha1.SecretKeyUsername]), string(data[dbfleetv1alpha1.SecretKeyPassword]),
+			string(data[dbfleetv1alpha1.SecretKeyDBName])))
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: mdb.Namespace,
+			Name:      dbfleetv1alpha1.CarriedCredentialsSecretName(dbc.Namespace, dbc.Name, kind),
+			Labels: map[string]string{
+				dbfleetv1alpha1.LabelDatabase:          dbc.Name,
+				dbfleetv1alpha1.LabelDatabaseNamespace: dbc.Namespace,
+				dbfleetv1alpha1.LabelCluster:           mdb.Labels[dbfleetv1alpha1.LabelCluster],
+				dbfleetv1alpha1.LabelCredentials:       kind,
+			},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: dbfleetv1alpha1.GroupVersion.String(),
+				Kind:       "MemberDatabase",
+				Name:       mdb.Name,
+				UID:        mdb.UID,
+			}},
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: data,
+	}
+}

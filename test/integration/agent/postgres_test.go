@@ -1,0 +1,373 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/agent/fence"
+	"github.com/dbfleet/dbfleet/pkg/agent/member"
+	"github.com/dbfleet/dbfleet/test/framework"
+)
+
+// carry writes the credentials copies the hub's credentials controller leaves in member-<cluster>.
+func (s *share) carry() map[string]map[string][]byte {
+	s.t.Helper()
+	data := map[string]map[string][]byte{}
+	for _, kind := range dbfleetv1alpha1.CredentialKinds {
+		d := map[string][]byte{"username": []byte("u-" + kind), "password": []byte("p-" + kind), "dbname": []byte("app"), "uri": []byte("postgresql://x")}
+		data[kind] = d
+		secret := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: dbfleetv1alpha1.MemberNamespace(clusterName),
+				Name:      dbfleetv1alpha1.CarriedCredentialsSecretName(s.ns, s.db, kind),
+				Labels: map[string]string{dbfleetv1alpha1.LabelDatabase: s.db, dbfleetv1alpha1.LabelDatabaseNamespace: s.ns,
+					dbfleetv1alpha1.LabelCluster: clusterName, dbfleetv1alpha1.LabelCredentials: kind},
+			},
+			Data: d,
+		}
+		if err := hub.Client.Create(s.ctx, secret); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	return data
+}
+
+func (s *share) waitObject(obj client.Object) {
+	s.t.Helper()
+	err := framework.WaitFor(s.ctx, framework.DefaultTimeout, "member "+obj.GetName(), func(ctx context.Context) (bool, error) {
+		err := east.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func TestPostgresShareGetsCredentialsServicesAndInstanceRole(t *testing.T) {
+	// The agent runs with exactly the member permissions join grants it: creating the instance
+	// Role needs the agent to hold what the Role grants.
+	startAgentWithImage(t, hub.Config, agentMemberConfig(t, "agent-postgres", nil), nil, "example.com/dbfleet/agent:test")
+	s := newShare(t, 2, 0, dbfleetv1alpha1.RolePrimary)
+	carried := s.carry()
+
+	for _, kind := range dbfleetv1alpha1.CredentialKinds {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.db + "-" + kind}}
+		s.waitObject(secret)
+		if !maps.EqualFunc(secret.Data, carried[kind], func(a, b []byte) bool { return string(a) == string(b) }) {
+			t.Errorf("Secret %s holds %v, want the carried %v", secret.Name, secret.Data, carried[kind])
+		}
+		if secret.Labels[member.LabelManagedBy] != member.ManagedByAgent || secret.Labels[dbfleetv1alpha1.LabelCredentials] != kind {
+			t.Errorf("Secret %s labels %v", secret.Name, secret.Labels)
+		}
+	}
+
+	base := map[string]string{dbfleetv1alpha1.LabelDatabase: s.db, member.LabelInstance: s.db}
+	for name, want := range map[string]map[string]string{
+		s.db + "-rw": {dbfleetv1alpha1.LabelRole: "primary", dbfleetv1alpha1.LabelInstanceRole: "primary"},
+		s.db + "-ro": {dbfleetv1alpha1.LabelRole: "replica", dbfleetv1alpha1.LabelInstanceRole: "standby"},
+	} {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name}}
+		s.waitObject(svc)
+		maps.Copy(want, base)
+		if !maps.Equal(svc.Spec.Selector, want) {
+			t.Errorf("Service %s selects %v, want %v", name, svc.Spec.Selector, want)
+		}
+		if svc.Spec.ClusterIP == corev1.ClusterIPNone || svc.Spec.Ports[0].Port != 5432 {
+			t.Errorf("Service %s is %+v, want a ClusterIP Service on 5432", name, svc.Spec)
+		}
+	}
+	headless := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.db}}
+	s.waitObject(headless)
+	if headless.Spec.ClusterIP != corev1.ClusterIPNone || !maps.Equal(headless.Spec.Selector, base) {
+		t.Errorf("Service %s is %+v, want headless over every pod", s.db, headless.Spec)
+	}
+
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.db + "-instance"}}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.db + "-instance"}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.db + "-instance"}}
+	for _, obj := range []client.Object{sa, role, binding} {
+		s.waitObject(obj)
+	}
+	if len(binding.Subjects) != 1 || binding.Subjects[0].Name != sa.Name || binding.RoleRef.Name != role.Name {
+		t.Errorf("RoleBinding %+v does not bind the Role to the ServiceAccount", binding)
+	}
+
+	// The StatefulSet runs the instance manager.
+	sts := s.waitSTS("StatefulSet", func(*appsv1.StatefulSet) bool { return true })
+	pod := sts.Spec.Template.Spec
+	if len(pod.InitContainers) != 1 || pod.InitContainers[0].Image != "example.com/dbfleet/agent:test" ||
+		!slices.Equal(pod.InitContainers[0].Command, []string{"/dbfleet-instance", "--copy-to=/dbfleet"}) {
+		t.Errorf("init containers %+v, want one of the instance image copying dbfleet-instance", pod.InitContainers)
+	}
+	if pod.ServiceAccountName != sa.Name {
+		t.Errorf("pods run as %q, want %s", pod.ServiceAccountName, sa.Name)
+	}
+	pg := pod.Containers[0]
+	if !slices.Equal(pg.Command, []string{"/dbfleet/dbfleet-instance"}) || pg.Image != "postgres:16.4" {
+		t.Errorf("container %s runs %v of %s, want /dbfleet/dbfleet-instance of the engine image", pg.Name, pg.Command, pg.Image)
+	}
+	env := map[string]corev1.EnvVar{}
+	for _, e := range pg.Env {
+		if _, dup := env[e.Name]; !dup {
+			env[e.Name] = e
+		}
+	}
+	for name, value := range map[string]string{
+		"DBFLEET_CLUSTER": clusterName, "DBFLEET_DATABASE": s.db, "DBFLEET_DATA_VOLUME": "/var/lib/postgresql/data",
+		"DBFLEET_HTTP_PORT": "8000", "DBFLEET_SUPERUSER_SECRET_DIR": "/etc/dbfleet/secrets/superuser",
+		"DBFLEET_REPLICATION_SECRET_DIR": "/etc/dbfleet/secrets/replication", "DBFLEET_APP_SECRET_DIR": "/etc/dbfleet/secrets/app",
+		"POSTGRES_DB": "orders", // the user's, kept
+	} {
+		if env[name].Value != value {
+			t.Errorf("env %s = %q, want %q", name, env[name].Value, value)
+		}
+	}
+	if f := env["DBFLEET_POD_NAME"].ValueFrom; f == nil || f.FieldRef == nil || f.FieldRef.FieldPath != "metadata.name" {
+		t.Errorf("DBFLEET_POD_NAME is %+v, want the pod's name", env["DBFLEET_POD_NAME"])
+	}
+	mounts := map[string]string{}
+	for _, m := range pg.VolumeMounts {
+		mounts[m.Name] = m.MountPath
+	}
+	secrets := map[string]string{}
+	for _, v := range pod.Volumes {
+		if v.Secret != nil {
+			secrets[v.Name] = v.Secret.SecretName
+		}
+	}
+	for _, kind := range dbfleetv1alpha1.CredentialKinds {
+		if secrets["credentials-"+kind] != s.db+"-"+kind || mounts["credentials-"+kind] != "/etc/dbfleet/secrets/"+kind {
+			t.Errorf("Secret %s-%s is not mounted at /etc/dbfleet/secrets/%s: volumes %v mounts %v", s.db, kind, kind, secrets, mounts)
+		}
+	}
+	if mounts["dbfleet-bin"] != "/dbfleet" || mounts["data"] != "/var/lib/postgresql/data" {
+		t.Errorf("mounts %v", mounts)
+	}
+	if p := pg.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.String() != member.StatusPortName {
+		t.Errorf("readiness probe %+v, want HTTP /readyz on the status port", pg.ReadinessProbe)
+	}
+	var statusPort int32
+	for _, p := range pg.Ports {
+		if p.Name == member.StatusPortName {
+			statusPort = p.ContainerPort
+		}
+	}
+	if statusPort != 8000 {
+		t.Errorf("status port %d, want 8000", statusPort)
+	}
+
+	// What the instance may do, asked of the API server as the instance's ServiceAccount.
+	cfg, err := east.UserConfig("system:serviceaccount:"+s.ns+":"+sa.Name, "system:serviceaccounts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	instance, err := client.New(cfg, client.Options{Scheme: framework.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fence.RenewPrimaryLease(s.ctx, east.Client, s.ns, s.db, fence.Holder(clusterName, 1), time.Now(), 15*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	other := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "other"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("x")}}
+	if err := east.Client.Create(s.ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	lease := &coordinationv1.Lease{}
+	if err := instance.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: fence.PrimaryLeaseName(s.db)}, lease); err != nil {
+		t.Errorf("the instance cannot read its primary Lease: %v", err)
+	}
+	if err := instance.List(s.ctx, &corev1.PodList{}, client.InNamespace(s.ns)); err != nil {
+		t.Errorf("the instance cannot list its namespace's pods: %v", err)
+	}
+	for what, err := range map[string]error{
+		"read another Lease":         instance.Get(s.ctx, client.ObjectKeyFromObject(other), &coordinationv1.Lease{}),
+		"update its primary Lease":   instance.Update(s.ctx, lease),
+		"read a Secret":              instance.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: s.db + "-superuser"}, &corev1.Secret{}),
+		"list pods of another place": instance.List(s.ctx, &corev1.PodList{}, client.InNamespace("default")),
+		"delete a pod":               instance.Delete(s.ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.db + "-0"}}),
+	} {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("the instance should be forbidden to %s; got %v", what, err)
+		}
+	}
+
+	// The share goes: so does all of it.
+	if err := hub.Client.Delete(s.ctx, s.mdb); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, hub.Client, s.mdb)
+	for _, obj := range []client.Object{
+		sa, role, binding,
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.db + "-rw"}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.db + "-ro"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.db + "-app"}},
+	} {
+		if err := east.Client.Get(s.ctx, client.ObjectKeyFromObject(obj), obj); !apierrors.IsNotFound(err) {
+			t.Errorf("%T %s still there after the share was removed (%v)", obj, obj.GetName(), err)
+		}
+	}
+}
+
+func TestPostgresServicesWithoutInstanceManagerSelectOnRoleAlone(t *testing.T) {
+	startAgent(t, hub.Config, east.Config)
+	s := newShare(t, 1, 0, dbfleetv1alpha1.RolePrimary)
+	rw := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.db + "-rw"}}
+	s.waitObject(rw)
+	want := map[string]string{dbfleetv1alpha1.LabelDatabase: s.db, member.LabelInstance: s.db, dbfleetv1alpha1.LabelRole: "primary"}
+	if !maps.Equal(rw.Spec.Selector, want) {
+		t.Errorf("Service %s selects %v, want %v", rw.Name, rw.Spec.Selector, want)
+	}
+	// Without --instance-image the engine image runs as it is.
+	sts := s.waitSTS("StatefulSet", func(*appsv1.StatefulSet) bool { return true })
+	if c := sts.Spec.Template.Spec.Containers[0]; len(sts.Spec.Template.Spec.InitContainers) != 0 || len(c.Command) != 0 {
+		t.Errorf("StatefulSet runs init containers %v and command %v, want neither", sts.Spec.Template.Spec.InitContainers, c.Command)
+	}
+}
+
+// instanceServer serves /status as an instance manager would; set changes what it says.
+type instanceServer struct {
+	*httptest.Server
+	mu   sync.Mutex
+	body string
+}
+
+func newInstanceServer(t *testing.T, body string) *instanceServer {
+	s := &instanceServer{body: body}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/status" {
+			http.NotFound(w, r)
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		_, _ = w.Write([]byte(s.body))
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *instanceServer) set(body string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.body = body
+}
+
+// runInstancePod creates the StatefulSet's pod with its status port at the server's address,
+// ready, as a kubelet would report it.
+func (s *share) runInstancePod(sts *appsv1.StatefulSet, ordinal int, srv *instanceServer) {
+	s.t.Helper()
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	port, _ := strconv.Atoi(u.Port())
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: fmt.Sprintf("%s-%d", s.db, ordinal), Labels: sts.Spec.Template.Labels},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "postgres", Image: "postgres:16.4",
+			Ports: []corev1.ContainerPort{{Name: member.StatusPortName, ContainerPort: int32(port)}}}}},
+	}
+	if err := east.Client.Create(s.ctx, pod); err != nil {
+		s.t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: u.Hostname(), PodIPs: []corev1.PodIP{{IP: u.Hostname()}},
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	if err := east.Client.Status().Update(s.ctx, pod); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func TestAgentReportsInstancesAndAvailabilityFromStatus(t *testing.T) {
+	startAgentWithImage(t, hub.Config, east.Config, nil, "example.com/dbfleet/agent:test")
+	s := newShare(t, 2, 0, dbfleetv1alpha1.RolePrimary)
+	sts := s.waitSTS("StatefulSet", func(*appsv1.StatefulSet) bool { return true })
+	primary := newInstanceServer(t, `{"pod":"orders-0","role":"primary","epoch":1,"timeline":1,"receivedLSN":"0/3000148","replayedLSN":"0/3000148","lagBytes":0,"ready":true}`)
+	standby := newInstanceServer(t, `{"pod":"orders-1","role":"stopped","reason":"CloneFailed","message":"pg_basebackup: connection refused","lagBytes":0,"ready":false}`)
+	s.runInstancePod(sts, 0, primary)
+	s.runInstancePod(sts, 1, standby)
+	s.setStatefulSetStatus(2)
+
+	// Both pods ready, but the standby does not stream: not Available, and it says why.
+	got := s.waitMDB("InstancesNotReady", func(m *dbfleetv1alpha1.MemberDatabase) bool {
+		c := meta.FindStatusCondition(m.Status.Conditions, dbfleetv1alpha1.ConditionAvailable)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == member.ReasonInstancesNotReady && len(m.Status.Instances) == 2
+	})
+	if c := meta.FindStatusCondition(got.Status.Conditions, dbfleetv1alpha1.ConditionAvailable); !strings.Contains(c.Message, "orders-1 runs as stopped") {
+		t.Errorf("Available message %q does not name the stopped instance", c.Message)
+	}
+	want0 := dbfleetv1alpha1.InstanceStatus{Pod: "orders-0", Role: "primary", Timeline: 1, ReceivedLSN: "0/3000148", ReplayedLSN: "0/3000148", Ready: true}
+	if got.Status.Instances[0] != want0 {
+		t.Errorf("instances[0] = %+v, want %+v", got.Status.Instances[0], want0)
+	}
+	// The annotations the instances read: the epoch on each, the primary's address on the
+	// standby, the standbys on the primary.
+	s.eventually("instance annotations", func() bool {
+		return s.podAnnotation("orders-0", "dbfleet.io/epoch") == "1" && s.podAnnotation("orders-1", "dbfleet.io/epoch") == "1" &&
+			s.podAnnotation("orders-0", "dbfleet.io/standbys") == "orders-1" &&
+			s.podAnnotation("orders-1", "dbfleet.io/primary-endpoint") == "127.0.0.1:5432" &&
+			s.podAnnotation("orders-0", "dbfleet.io/primary-endpoint") == ""
+	})
+	s.eventually("orders-0 labelled primary by its instance", func() bool {
+		return s.podLabel("orders-0", dbfleetv1alpha1.LabelInstanceRole) == "primary" &&
+			s.podLabel("orders-1", dbfleetv1alpha1.LabelInstanceRole) == ""
+	})
+
+	// The standby streams: Available, and labelled so that <db>-ro selects it.
+	standby.set(`{"pod":"orders-1","role":"standby","epoch":1,"timeline":1,"receivedLSN":"0/3000148","replayedLSN":"0/3000100","lagBytes":72,"streaming":true,"ready":true}`)
+	got = s.waitMDB("Available", func(m *dbfleetv1alpha1.MemberDatabase) bool {
+		return condition(m, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue)
+	})
+	if in := got.Status.Instances[1]; in.Role != "standby" || in.LagBytes != 72 || !in.Ready {
+		t.Errorf("instances[1] = %+v", in)
+	}
+	s.eventually("orders-1 labelled standby by its instance", func() bool {
+		return s.podLabel("orders-1", dbfleetv1alpha1.LabelInstanceRole) == "standby"
+	})
+
+	// The primary stops taking writes (fenced in the engine): its label goes, so <db>-rw
+	// selects nothing, and the share is not Available.
+	primary.set(`{"pod":"orders-0","role":"fenced","reason":"Fenced","lagBytes":0,"ready":false}`)
+	s.waitMDB("not Available once the primary fenced", func(m *dbfleetv1alpha1.MemberDatabase) bool {
+		return condition(m, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionFalse)
+	})
+	s.eventually("orders-0 no longer labelled primary", func() bool {
+		return s.podLabel("orders-0", dbfleetv1alpha1.LabelInstanceRole) == ""
+	})
+}
+
+func (s *share) podLabel(pod, label string) string {
+	p := &corev1.Pod{}
+	if err := east.Client.Get(s.ctx, s.key(pod), p); err != nil {
+		return "<" + err.Error() + ">"
+	}
+	return p.Labels[label]
+}
+
+func (s *share) podAnnotation(pod, key string) string {
+	p := &corev1.Pod{}
+	if err := east.Client.Get(s.ctx, s.key(pod), p); err != nil {
+		return "<" + err.Error() + ">"
+	}
+	return p.Annotations[key]
+}
