@@ -146,6 +146,16 @@ const (
 	// ReasonStaleEpoch (False): the spec's epoch is lower than the one the member already runs,
 	// so it is not acted on.
 	ReasonStaleEpoch = "StaleEpoch"
+	// ReasonStorageNotExpandable (False): the share's storage grew, but the StorageClass of its
+	// volumes does not allow expansion; they and the claim template keep their size.
+	ReasonStorageNotExpandable = "StorageNotExpandable"
+	// ReasonStorageSizeKept (False): the volumes keep a size other than the share asks for, for
+	// another reason the message gives (they never shrink; a fenced share's StatefulSet is not
+	// replaced).
+	ReasonStorageSizeKept = "StorageSizeKept"
+	// ReasonReplacingStatefulSet (True): the StatefulSet is being replaced, its pods and volumes
+	// kept, so that its claim template asks for the share's grown storage.
+	ReasonReplacingStatefulSet = "ReplacingStatefulSet"
 )
 
 // Reasons of a MemberDatabase's Available, Progressing and Degraded conditions.
@@ -156,6 +166,9 @@ const (
 	ReasonReplicasNotReady = "ReplicasNotReady"
 	// ReasonStatefulSetUnknown (Available and Progressing Unknown): the StatefulSet is not applied.
 	ReasonStatefulSetUnknown = "StatefulSetUnknown"
+	// ReasonInstancesNotReady (Available False): the pods are ready, but the instance managers do
+	// not report a primary that takes writes and standbys that all stream; the message says which.
+	ReasonInstancesNotReady = "InstancesNotReady"
 	// ReasonAsExpected (Degraded False): the share is applied as asked.
 	ReasonAsExpected = "AsExpected"
 )

@@ -121,7 +121,7 @@ func (r *Reconciler) event(mdb *dbfleetv1alpha1.MemberDatabase, eventType, reaso
 // asks for, the first pass that finds it: the condition says so for as long as it lasts.
 func (r *Reconciler) announce(before, mdb *dbfleetv1alpha1.MemberDatabase) {
 	now := meta.FindStatusCondition(mdb.Status.Conditions, dbfleetv1alpha1.ConditionApplied)
-	if now == nil || (now.Reason != ReasonStorageNotExpandable && now.Reason != ReasonStorageKept) {
+	if now == nil || (now.Reason != dbfleetv1alpha1.ReasonStorageNotExpandable && now.Reason != dbfleetv1alpha1.ReasonStorageSizeKept) {
 		return
 	}
 	if was := meta.FindStatusCondition(before.Status.Conditions, dbfleetv1alpha1.ConditionApplied); was != nil && was.Reason == now.Reason && was.Message == now.Message {

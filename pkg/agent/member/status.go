@@ -9,34 +9,6 @@ import (
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 )
 
-// Reasons of the MemberDatabase conditions.
-const (
-	ReasonApplied         = "Applied"
-	ReasonApplyFailed     = "ApplyFailed"
-	ReasonConflict        = "NotManagedByAgent"
-	ReasonReady           = "AllReplicasReady"
-	ReasonNotReady        = "ReplicasNotReady"
-	ReasonRollingOut      = "RollingOut"
-	ReasonUpToDate        = "UpToDate"
-	ReasonAsExpected      = "AsExpected"
-	ReasonNotFenced       = "NotFenced"
-	ReasonHubLeaseExpired = "HubLeaseExpired"
-	ReasonStaleEpoch      = "StaleEpoch"
-	ReasonStatefulSetU    = "StatefulSetUnknown"
-	// ReasonInstancesNotReady: the pods are ready, but the instance managers do not report a
-	// primary that takes writes and standbys that all stream; the message says which.
-	ReasonInstancesNotReady = "InstancesNotReady"
-	// ReasonStorageNotExpandable: the share's storage grew, but the StorageClass of its volumes
-	// does not allow expansion; they and the claim template keep their size.
-	ReasonStorageNotExpandable = "StorageNotExpandable"
-	// ReasonStorageKept: the volumes keep a size other than the share asks for, for another
-	// reason the message gives (they never shrink; a fenced share's StatefulSet is not replaced).
-	ReasonStorageKept = "StorageSizeKept"
-	// ReasonReplacingStatefulSet: the StatefulSet is being replaced, its pods and volumes kept,
-	// so that its claim template asks for the share's grown storage.
-	ReasonReplacingStatefulSet = "ReplacingStatefulSet"
-)
-
 // setStatus fills the MemberDatabase status from what the pass did. The epoch reported is the one
 // the agent acted on: it is reported only once the share acts at it (pass.atEpoch), even when
 // other objects failed.
@@ -53,39 +25,39 @@ func setStatus(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult, fenced bool
 	stsKey := mdb.Spec.DatabaseRef.Namespace + "/" + mdb.Spec.DatabaseRef.Name
 	switch applyErr := pass.err(); {
 	case applyErr != nil:
-		reason := ReasonApplyFailed
+		reason := dbfleetv1alpha1.ReasonApplyFailed
 		if isConflict(applyErr) {
-			reason = ReasonConflict
+			reason = dbfleetv1alpha1.ReasonNotManagedByAgent
 		}
 		set(dbfleetv1alpha1.ConditionApplied, metav1.ConditionFalse, reason, applyErr.Error())
 		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, applyErr.Error())
 	case pass.storage != nil:
 		// Running as asked but for the volumes' size: nothing is broken, the user has to act.
 		set(dbfleetv1alpha1.ConditionApplied, metav1.ConditionFalse, pass.storage.reason, pass.storage.message)
-		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "the share runs as applied")
+		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionFalse, dbfleetv1alpha1.ReasonAsExpected, "the share runs as applied")
 	case pass.replacing:
-		set(dbfleetv1alpha1.ConditionApplied, metav1.ConditionTrue, ReasonReplacingStatefulSet,
+		set(dbfleetv1alpha1.ConditionApplied, metav1.ConditionTrue, dbfleetv1alpha1.ReasonReplacingStatefulSet,
 			fmt.Sprintf("StatefulSet %s is being replaced at epoch %d so that its claim template asks for %s; its pods and volumes stay",
 				stsKey, mdb.Spec.Epoch, mdb.Spec.Database.Storage.Size.String()))
-		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "the share is applied as asked")
+		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionFalse, dbfleetv1alpha1.ReasonAsExpected, "the share is applied as asked")
 	default:
-		set(dbfleetv1alpha1.ConditionApplied, metav1.ConditionTrue, ReasonApplied,
+		set(dbfleetv1alpha1.ConditionApplied, metav1.ConditionTrue, dbfleetv1alpha1.ReasonApplied,
 			fmt.Sprintf("StatefulSet %s applied at epoch %d", stsKey, mdb.Spec.Epoch))
-		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "the share is applied as asked")
+		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionFalse, dbfleetv1alpha1.ReasonAsExpected, "the share is applied as asked")
 	}
 	if pass.atEpoch {
 		st.Epoch = mdb.Spec.Epoch
 	}
 	if fenced {
-		set(dbfleetv1alpha1.ConditionFenced, metav1.ConditionTrue, ReasonHubLeaseExpired,
+		set(dbfleetv1alpha1.ConditionFenced, metav1.ConditionTrue, dbfleetv1alpha1.ReasonHubLeaseExpired,
 			fmt.Sprintf("the agent fenced its primary at epoch %d: no successful hub renewal within fenceAfter; it stays fenced until the hub hands out a higher epoch", mdb.Spec.Epoch))
 	} else {
-		set(dbfleetv1alpha1.ConditionFenced, metav1.ConditionFalse, ReasonNotFenced, "the share's primary is not fenced")
+		set(dbfleetv1alpha1.ConditionFenced, metav1.ConditionFalse, dbfleetv1alpha1.ReasonNotFenced, "the share's primary is not fenced")
 	}
 	if sts == nil {
 		st.Replicas, st.ReadyReplicas = 0, 0
-		set(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionUnknown, ReasonStatefulSetU, "the StatefulSet is not applied")
-		set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionUnknown, ReasonStatefulSetU, "the StatefulSet is not applied")
+		set(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionUnknown, dbfleetv1alpha1.ReasonStatefulSetUnknown, "the StatefulSet is not applied")
+		set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionUnknown, dbfleetv1alpha1.ReasonStatefulSetUnknown, "the StatefulSet is not applied")
 		return
 	}
 	want := mdb.Spec.Replicas
@@ -100,18 +72,18 @@ func setStatus(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult, fenced bool
 		// The pods are ready; the database is available only if the instances say a primary
 		// takes writes and every standby streams.
 		if ok, msg := instancesAvailable(pass.instances, want, mdb.Spec.Role == dbfleetv1alpha1.RolePrimary && !fenced); !ok {
-			set(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionFalse, ReasonInstancesNotReady, msg)
-			set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, ReasonInstancesNotReady, msg)
+			set(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionFalse, dbfleetv1alpha1.ReasonInstancesNotReady, msg)
+			set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, dbfleetv1alpha1.ReasonInstancesNotReady, msg)
 			return
 		}
 	}
 	if current && st.ReadyReplicas >= want && sts.Status.UpdatedReplicas >= want {
-		set(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue, ReasonReady, fmt.Sprintf("%d/%d replicas ready", st.ReadyReplicas, want))
-		set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionFalse, ReasonUpToDate, "every replica runs the current spec")
+		set(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue, dbfleetv1alpha1.ReasonAllReplicasReady, fmt.Sprintf("%d/%d replicas ready", st.ReadyReplicas, want))
+		set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionFalse, dbfleetv1alpha1.ReasonUpToDate, "every replica runs the current spec")
 		return
 	}
-	set(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionFalse, ReasonNotReady, fmt.Sprintf("%d/%d replicas ready", st.ReadyReplicas, want))
-	set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut,
+	set(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionFalse, dbfleetv1alpha1.ReasonReplicasNotReady, fmt.Sprintf("%d/%d replicas ready", st.ReadyReplicas, want))
+	set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, dbfleetv1alpha1.ReasonRollingOut,
 		fmt.Sprintf("%d/%d replicas updated, %d ready", sts.Status.UpdatedReplicas, want, st.ReadyReplicas))
 }
 
@@ -119,7 +91,7 @@ func setStatus(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult, fenced bool
 func setStale(mdb *dbfleetv1alpha1.MemberDatabase, running int64) {
 	msg := fmt.Sprintf("the MemberDatabase is at epoch %d but this member already runs epoch %d: a stale epoch is never acted on", mdb.Spec.Epoch, running)
 	meta.SetStatusCondition(&mdb.Status.Conditions, metav1.Condition{
-		Type: dbfleetv1alpha1.ConditionApplied, Status: metav1.ConditionFalse, Reason: ReasonStaleEpoch, Message: msg, ObservedGeneration: mdb.Generation,
+		Type: dbfleetv1alpha1.ConditionApplied, Status: metav1.ConditionFalse, Reason: dbfleetv1alpha1.ReasonStaleEpoch, Message: msg, ObservedGeneration: mdb.Generation,
 	})
 	mdb.Status.ObservedGeneration = mdb.Generation
 }

@@ -23,17 +23,17 @@ func TestStatusOfAPass(t *testing.T) {
 		epochReported, retry bool
 	}{
 		{"all applied", passResult{sts: sts, atEpoch: true},
-			metav1.ConditionTrue, metav1.ConditionFalse, ReasonApplied, true, false},
+			metav1.ConditionTrue, metav1.ConditionFalse, dbfleetv1alpha1.ReasonApplied, true, false},
 		{"a budget failed, the epoch still acted on", passResult{sts: sts, atEpoch: true, errs: []error{pdbErr}},
-			metav1.ConditionFalse, metav1.ConditionTrue, ReasonApplyFailed, true, true},
+			metav1.ConditionFalse, metav1.ConditionTrue, dbfleetv1alpha1.ReasonApplyFailed, true, true},
 		{"the StatefulSet is someone else's", passResult{errs: []error{conflict}},
-			metav1.ConditionFalse, metav1.ConditionTrue, ReasonConflict, false, false},
+			metav1.ConditionFalse, metav1.ConditionTrue, dbfleetv1alpha1.ReasonNotManagedByAgent, false, false},
 		{"a conflict and a failure: retried", passResult{errs: []error{conflict, pdbErr}},
-			metav1.ConditionFalse, metav1.ConditionTrue, ReasonConflict, false, true},
-		{"storage kept", passResult{sts: sts, atEpoch: true, storage: &storageKept{reason: ReasonStorageNotExpandable, message: "no"}},
-			metav1.ConditionFalse, metav1.ConditionFalse, ReasonStorageNotExpandable, true, false},
+			metav1.ConditionFalse, metav1.ConditionTrue, dbfleetv1alpha1.ReasonNotManagedByAgent, false, true},
+		{"storage kept", passResult{sts: sts, atEpoch: true, storage: &storageKept{reason: dbfleetv1alpha1.ReasonStorageNotExpandable, message: "no"}},
+			metav1.ConditionFalse, metav1.ConditionFalse, dbfleetv1alpha1.ReasonStorageNotExpandable, true, false},
 		{"StatefulSet being replaced", passResult{sts: sts, atEpoch: true, replacing: true},
-			metav1.ConditionTrue, metav1.ConditionFalse, ReasonReplacingStatefulSet, true, false},
+			metav1.ConditionTrue, metav1.ConditionFalse, dbfleetv1alpha1.ReasonReplacingStatefulSet, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mdb := &dbfleetv1alpha1.MemberDatabase{ObjectMeta: metav1.ObjectMeta{Generation: 3},

@@ -62,7 +62,7 @@ func (r *Reconciler) growStorage(ctx context.Context, member client.Client, live
 	}
 	if want.Cmp(have) < 0 {
 		setClaimTemplateSize(desired, have)
-		return false, &storageKept{reason: ReasonStorageKept, message: fmt.Sprintf(
+		return false, &storageKept{reason: dbfleetv1alpha1.ReasonStorageSizeKept, message: fmt.Sprintf(
 			"storage size %s is below the %s the volumes were made with: volumes never shrink, they keep %s", want.String(), have.String(), have.String())}, nil
 	}
 	refused, err := expandClaims(ctx, member, live, mdb, want)
@@ -76,7 +76,7 @@ func (r *Reconciler) growStorage(ctx context.Context, member client.Client, live
 		if want.Cmp(have) > 0 {
 			setClaimTemplateSize(desired, have)
 		}
-		return false, &storageKept{reason: ReasonStorageNotExpandable, message: fmt.Sprintf(
+		return false, &storageKept{reason: dbfleetv1alpha1.ReasonStorageNotExpandable, message: fmt.Sprintf(
 			"storage cannot grow to %s: %s; the volumes keep their size", want.String(), refused)}, nil
 	}
 	if want.Cmp(have) == 0 {
@@ -84,7 +84,7 @@ func (r *Reconciler) growStorage(ctx context.Context, member client.Client, live
 	}
 	if fenced {
 		setClaimTemplateSize(desired, have)
-		return false, &storageKept{reason: ReasonStorageKept, message: fmt.Sprintf(
+		return false, &storageKept{reason: dbfleetv1alpha1.ReasonStorageSizeKept, message: fmt.Sprintf(
 			"the claims are expanded to %s, but the StatefulSet's claim template keeps %s while the share is fenced: it is replaced once the hub hands out a higher epoch",
 			want.String(), have.String())}, nil
 	}
@@ -185,7 +185,7 @@ func (r *Reconciler) replaceStatefulSet(ctx context.Context, member client.Clien
 	}
 	ctrl.LoggerFrom(ctx).Info("Replacing StatefulSet to grow its volume claim template; its pods keep running",
 		"StatefulSet", existing.Name, "from", have.String(), "to", want.String())
-	r.event(mdb, corev1.EventTypeNormal, ReasonReplacingStatefulSet, "Replace",
+	r.event(mdb, corev1.EventTypeNormal, dbfleetv1alpha1.ReasonReplacingStatefulSet, "Replace",
 		"StatefulSet %s/%s is replaced (its pods and volumes stay) so that its claim template asks for %s instead of %s",
 		existing.Namespace, existing.Name, want.String(), have.String())
 	return nil

@@ -108,7 +108,7 @@ func TestAgentFencesWhenItLosesTheHub(t *testing.T) {
 	got := s.waitMDB("Fenced reported", func(m *dbfleetv1alpha1.MemberDatabase) bool {
 		return condition(m, dbfleetv1alpha1.ConditionFenced, metav1.ConditionTrue)
 	})
-	if c := meta.FindStatusCondition(got.Status.Conditions, dbfleetv1alpha1.ConditionFenced); c.Reason != member.ReasonHubLeaseExpired {
+	if c := meta.FindStatusCondition(got.Status.Conditions, dbfleetv1alpha1.ConditionFenced); c.Reason != dbfleetv1alpha1.ReasonHubLeaseExpired {
 		t.Errorf("Fenced reason %s", c.Reason)
 	}
 	leaseAtFence := s.primaryLease().Spec.RenewTime.Time
@@ -153,7 +153,7 @@ func TestAgentFencesWhenItLosesTheHub(t *testing.T) {
 	s.touch(func(m *dbfleetv1alpha1.MemberDatabase) { m.Spec.Role, m.Spec.Epoch = dbfleetv1alpha1.RolePrimary, 1 })
 	stale := s.waitMDB("stale epoch refused", func(m *dbfleetv1alpha1.MemberDatabase) bool {
 		c := meta.FindStatusCondition(m.Status.Conditions, dbfleetv1alpha1.ConditionApplied)
-		return c != nil && c.Reason == member.ReasonStaleEpoch && m.Status.ObservedGeneration == m.Generation
+		return c != nil && c.Reason == dbfleetv1alpha1.ReasonStaleEpoch && m.Status.ObservedGeneration == m.Generation
 	})
 	_ = stale
 	cur := &appsv1.StatefulSet{}

@@ -306,7 +306,7 @@ func TestForeignObjectsAreNeverTouched(t *testing.T) {
 	got := s.waitMDB("conflict reported", func(m *dbfleetv1alpha1.MemberDatabase) bool {
 		return condition(m, dbfleetv1alpha1.ConditionApplied, metav1.ConditionFalse)
 	})
-	if c := meta.FindStatusCondition(got.Status.Conditions, dbfleetv1alpha1.ConditionApplied); c.Reason != member.ReasonConflict ||
+	if c := meta.FindStatusCondition(got.Status.Conditions, dbfleetv1alpha1.ConditionApplied); c.Reason != dbfleetv1alpha1.ReasonNotManagedByAgent ||
 		!strings.Contains(c.Message, "was not created by dbfleet") {
 		t.Errorf("Applied = %+v, want a conflict naming the object", c)
 	}

@@ -311,7 +311,7 @@ func TestAgentReportsInstancesAndAvailabilityFromStatus(t *testing.T) {
 	// Both pods ready, but the standby does not stream: not Available, and it says why.
 	got := s.waitMDB("InstancesNotReady", func(m *dbfleetv1alpha1.MemberDatabase) bool {
 		c := meta.FindStatusCondition(m.Status.Conditions, dbfleetv1alpha1.ConditionAvailable)
-		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == member.ReasonInstancesNotReady && len(m.Status.Instances) == 2
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == dbfleetv1alpha1.ReasonInstancesNotReady && len(m.Status.Instances) == 2
 	})
 	if c := meta.FindStatusCondition(got.Status.Conditions, dbfleetv1alpha1.ConditionAvailable); !strings.Contains(c.Message, "orders-1 runs as stopped") {
 		t.Errorf("Available message %q does not name the stopped instance", c.Message)

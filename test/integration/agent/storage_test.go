@@ -174,7 +174,9 @@ func TestStorageGrowsWithoutTouchingThePods(t *testing.T) {
 	s := newShare(t, 2, 0, dbfleetv1alpha1.RolePrimary, withStorage("1Gi", "expandable"))
 	old := s.waitSTS("StatefulSet", func(sts *appsv1.StatefulSet) bool { return templateSize(sts) == "1Gi" })
 	pods := s.runPods(old, 0, 1)
-	s.waitMDB("Applied at 1Gi", func(m *dbfleetv1alpha1.MemberDatabase) bool { return appliedReason(m) == "True/"+member.ReasonApplied })
+	s.waitMDB("Applied at 1Gi", func(m *dbfleetv1alpha1.MemberDatabase) bool {
+		return appliedReason(m) == "True/"+dbfleetv1alpha1.ReasonApplied
+	})
 
 	s.touch(func(m *dbfleetv1alpha1.MemberDatabase) { m.Spec.Database.Storage.Size = resource.MustParse("2Gi") })
 	s.eventually("claims expanded to 2Gi", func() bool { return slices.Equal(s.claimSizes(0, 1), []string{"2Gi", "2Gi"}) })
@@ -184,7 +186,7 @@ func TestStorageGrowsWithoutTouchingThePods(t *testing.T) {
 		return sts.UID == old.UID && !sts.DeletionTimestamp.IsZero() && slices.Contains(sts.Finalizers, metav1.FinalizerOrphanDependents)
 	})
 	s.waitMDB("Applied while the StatefulSet is replaced", func(m *dbfleetv1alpha1.MemberDatabase) bool {
-		return appliedReason(m) == "True/"+member.ReasonReplacingStatefulSet && m.Status.Epoch == 1
+		return appliedReason(m) == "True/"+dbfleetv1alpha1.ReasonReplacingStatefulSet && m.Status.Epoch == 1
 	})
 
 	s.actAsGarbageCollector(going)
@@ -204,7 +206,7 @@ func TestStorageGrowsWithoutTouchingThePods(t *testing.T) {
 		}
 	}
 	s.waitMDB("Applied at 2Gi", func(m *dbfleetv1alpha1.MemberDatabase) bool {
-		return appliedReason(m) == "True/"+member.ReasonApplied && condition(m, dbfleetv1alpha1.ConditionDegraded, metav1.ConditionFalse)
+		return appliedReason(m) == "True/"+dbfleetv1alpha1.ReasonApplied && condition(m, dbfleetv1alpha1.ConditionDegraded, metav1.ConditionFalse)
 	})
 	if got := s.claimSizes(0, 1); !slices.Equal(got, []string{"2Gi", "2Gi"}) {
 		t.Errorf("claims %v after the replacement, want 2Gi", got)
@@ -220,11 +222,13 @@ func TestStorageThatCannotGrowKeepsItsSize(t *testing.T) {
 	s := newShare(t, 1, 0, dbfleetv1alpha1.RolePrimary, withStorage("1Gi", "fixed"))
 	old := s.waitSTS("StatefulSet", func(sts *appsv1.StatefulSet) bool { return true })
 	s.runPods(old, 0)
-	s.waitMDB("Applied at 1Gi", func(m *dbfleetv1alpha1.MemberDatabase) bool { return appliedReason(m) == "True/"+member.ReasonApplied })
+	s.waitMDB("Applied at 1Gi", func(m *dbfleetv1alpha1.MemberDatabase) bool {
+		return appliedReason(m) == "True/"+dbfleetv1alpha1.ReasonApplied
+	})
 
 	s.touch(func(m *dbfleetv1alpha1.MemberDatabase) { m.Spec.Database.Storage.Size = resource.MustParse("2Gi") })
 	got := s.waitMDB("not expandable reported", func(m *dbfleetv1alpha1.MemberDatabase) bool {
-		return appliedReason(m) == "False/"+member.ReasonStorageNotExpandable
+		return appliedReason(m) == "False/"+dbfleetv1alpha1.ReasonStorageNotExpandable
 	})
 	c := meta.FindStatusCondition(got.Status.Conditions, dbfleetv1alpha1.ConditionApplied)
 	if !strings.Contains(c.Message, "StorageClass fixed does not allow volume expansion") {
@@ -249,7 +253,7 @@ func TestStorageThatCannotGrowKeepsItsSize(t *testing.T) {
 			return false
 		}
 		return slices.ContainsFunc(evs.Items, func(e eventsv1.Event) bool {
-			return e.Regarding.Name == s.mdb.Name && e.Type == corev1.EventTypeWarning && e.Reason == member.ReasonStorageNotExpandable
+			return e.Regarding.Name == s.mdb.Name && e.Type == corev1.EventTypeWarning && e.Reason == dbfleetv1alpha1.ReasonStorageNotExpandable
 		})
 	})
 }
@@ -284,7 +288,7 @@ func TestAFailingObjectDoesNotStopTheLease(t *testing.T) {
 		return renewedAt(guard.LastRenewStart())() && s.podRole(s.db+"-0") == "primary" && s.podRole(s.db+"-1") == "replica"
 	})
 	got := s.waitMDB("the budgets' failure reported, the epoch acknowledged", func(m *dbfleetv1alpha1.MemberDatabase) bool {
-		return appliedReason(m) == "False/"+member.ReasonApplyFailed && m.Status.Epoch == 1
+		return appliedReason(m) == "False/"+dbfleetv1alpha1.ReasonApplyFailed && m.Status.Epoch == 1
 	})
 	if c := meta.FindStatusCondition(got.Status.Conditions, dbfleetv1alpha1.ConditionApplied); !strings.Contains(c.Message, "PodDisruptionBudget") {
 		t.Errorf("Applied message %q does not name the failing object", c.Message)
@@ -322,11 +326,13 @@ func TestUnreadableStorageClassIsReported(t *testing.T) {
 	s := newShare(t, 1, 0, dbfleetv1alpha1.RoleReplica, withStorage("1Gi", "unreadable"))
 	old := s.waitSTS("StatefulSet", func(*appsv1.StatefulSet) bool { return true })
 	s.runPods(old, 0)
-	s.waitMDB("Applied at 1Gi", func(m *dbfleetv1alpha1.MemberDatabase) bool { return appliedReason(m) == "True/"+member.ReasonApplied })
+	s.waitMDB("Applied at 1Gi", func(m *dbfleetv1alpha1.MemberDatabase) bool {
+		return appliedReason(m) == "True/"+dbfleetv1alpha1.ReasonApplied
+	})
 
 	s.touch(func(m *dbfleetv1alpha1.MemberDatabase) { m.Spec.Database.Storage.Size = resource.MustParse("2Gi") })
 	got := s.waitMDB("the unreadable StorageClass reported", func(m *dbfleetv1alpha1.MemberDatabase) bool {
-		return appliedReason(m) == "False/"+member.ReasonApplyFailed
+		return appliedReason(m) == "False/"+dbfleetv1alpha1.ReasonApplyFailed
 	})
 	if c := meta.FindStatusCondition(got.Status.Conditions, dbfleetv1alpha1.ConditionApplied); !strings.Contains(c.Message, "StorageClass unreadable") {
 		t.Errorf("Applied message %q does not name the StorageClass", c.Message)

@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/agent/member"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
@@ -169,7 +168,7 @@ func TestGrowingStorageReachesTheClaimTemplate(t *testing.T) {
 		}
 		c := meta.FindStatusCondition(mdb.Status.Conditions, dbfleetv1alpha1.ConditionApplied)
 		return mdb.Spec.Database.Storage.Size.String() == "2Gi" && c != nil && c.Status == metav1.ConditionTrue &&
-			c.Reason == member.ReasonApplied && c.ObservedGeneration == mdb.Generation, nil
+			c.Reason == dbfleetv1alpha1.ReasonApplied && c.ObservedGeneration == mdb.Generation, nil
 	}); err != nil {
 		t.Fatalf("%v\nstatus %+v", err, mdb.Status)
 	}
