@@ -23,6 +23,7 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/hack/localfed/layout"
+	"github.com/dbfleet/dbfleet/pkg/join"
 	"github.com/dbfleet/dbfleet/test/framework/process"
 )
 
@@ -161,10 +162,10 @@ func agentCredential(manifests string) ([]byte, error) {
 		if err := yaml.Unmarshal(doc, &secret); err != nil || secret.Kind != "Secret" {
 			continue
 		}
-		if kc, ok := secret.Data["kubeconfig"]; ok {
+		if kc, ok := secret.Data[join.KubeconfigKey]; ok {
 			return kc, nil
 		}
-		if kc, ok := secret.StringData["kubeconfig"]; ok {
+		if kc, ok := secret.StringData[join.KubeconfigKey]; ok {
 			return []byte(kc), nil
 		}
 	}
