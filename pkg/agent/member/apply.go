@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -79,11 +80,6 @@ func (r *Reconciler) applyShare(ctx context.Context, member client.Client, live 
 		fail(false, deleteOwned(ctx, member, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{
 			Namespace: mdb.Spec.DatabaseRef.Namespace, Name: PrimaryPDBName(mdb.Spec.DatabaseRef.Name)}}))
 	}
-	if mdb.Spec.Database.Engine == dbfleetv1alpha1.EnginePostgres {
-		for _, err := range r.applyPostgres(ctx, member, mdb) {
-			fail(false, err)
-		}
-	}
 	fail(true, labelPods(ctx, member, mdb, fenced))
 	if r.instanceManaged(mdb) {
 		fail(true, annotateInstancePods(ctx, member, mdb))
@@ -98,6 +94,14 @@ func (r *Reconciler) applyShare(ctx context.Context, member client.Client, live 
 		// Demoted: give up the primary Lease before reporting the new epoch, which is what the
 		// hub waits for before it promotes another cluster.
 		fail(true, fence.ReleasePrimaryLease(ctx, member, mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name, cluster, mdb.Spec.Epoch))
+	}
+	// Last, because it reads the hub: the pod roles and the primary Lease above must never wait
+	// on a hub the agent may have lost (a fenced primary's label would wait for the partition
+	// to heal).
+	if mdb.Spec.Database.Engine == dbfleetv1alpha1.EnginePostgres {
+		for _, err := range r.applyPostgres(ctx, member, mdb) {
+			fail(false, err)
+		}
 	}
 	return p
 }
@@ -247,10 +251,16 @@ func (r *Reconciler) applyPostgres(ctx context.Context, member client.Client, md
 	return errs
 }
 
+// carriedCredentialsTimeout bounds the read of the carried credentials from the hub.
+const carriedCredentialsTimeout = 3 * time.Second
+
 // carriedCredentials reads the share's credentials from member-<cluster> on the hub. It reads
 // the API server, not a cache: a Secret informer on the hub would not start for an agent whose
 // hub Role predates the grant, and would hold up every share.
 func (r *Reconciler) carriedCredentials(ctx context.Context, mdb *dbfleetv1alpha1.MemberDatabase) ([]corev1.Secret, error) {
+	// Bounded, so that a lost hub holds up this worker's other shares for seconds at most.
+	ctx, cancel := context.WithTimeout(ctx, carriedCredentialsTimeout)
+	defer cancel()
 	list := &corev1.SecretList{}
 	if err := r.Manager.GetLocalManager().GetAPIReader().List(ctx, list, client.InNamespace(mdb.Namespace), client.MatchingLabels{
 		dbfleetv1alpha1.LabelDatabase: mdb.Spec.DatabaseRef.Name, dbfleetv1alpha1.LabelDatabaseNamespace: mdb.Spec.DatabaseRef.Namespace,
