@@ -1,58 +1,12 @@
 package databasecluster
 
-import (
-	"time"
+import "github.com/dbfleet/dbfleet/pkg/scheduling/schedulingtest"
 
-	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+// The shared builders, under the short names these tests use.
+var (
+	t0               = schedulingtest.T0
+	fleet            = schedulingtest.Fleet
+	unreachableSince = schedulingtest.UnreachableSince
+	staticPolicy     = schedulingtest.StaticPolicy
+	newDB            = schedulingtest.NewDB
 )
-
-var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-
-// fleet builds Ready MemberClusters with unlimited room (the test databases request nothing).
-func fleet(names ...string) map[string]*dbfleetv1alpha1.MemberCluster {
-	out := map[string]*dbfleetv1alpha1.MemberCluster{}
-	for _, n := range names {
-		mc := &dbfleetv1alpha1.MemberCluster{}
-		mc.Name = n
-		meta.SetStatusCondition(&mc.Status.Conditions, metav1.Condition{Type: dbfleetv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Test"})
-		out[n] = mc
-	}
-	return out
-}
-
-// unreachableSince marks a cluster Ready=Unknown and tainted unreachable since the given time.
-func unreachableSince(mc *dbfleetv1alpha1.MemberCluster, since time.Time) {
-	meta.SetStatusCondition(&mc.Status.Conditions, metav1.Condition{Type: dbfleetv1alpha1.ConditionReady, Status: metav1.ConditionUnknown, Reason: "Test"})
-	added := metav1.NewTime(since)
-	mc.Spec.Taints = []corev1.Taint{{Key: dbfleetv1alpha1.TaintClusterUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: &added}}
-}
-
-func staticPolicy(weights map[string]int64, failover *dbfleetv1alpha1.FailoverBehavior) []dbfleetv1alpha1.PropagationPolicy {
-	pp := dbfleetv1alpha1.PropagationPolicy{}
-	pp.Name, pp.Namespace, pp.Generation = "p", "ns", 1
-	pp.Spec.ResourceSelectors = []dbfleetv1alpha1.ResourceSelector{{}}
-	wp := &policyv1alpha1.ClusterPreferences{}
-	for c, w := range weights {
-		wp.StaticWeightList = append(wp.StaticWeightList, policyv1alpha1.StaticClusterWeight{
-			TargetCluster: policyv1alpha1.ClusterAffinity{ClusterNames: []string{c}}, Weight: w})
-	}
-	pp.Spec.Placement.ReplicaScheduling = &policyv1alpha1.ReplicaSchedulingStrategy{
-		ReplicaSchedulingType:     policyv1alpha1.ReplicaSchedulingTypeDivided,
-		ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceWeighted,
-		WeightPreference:          wp,
-	}
-	pp.Spec.Failover = failover
-	return []dbfleetv1alpha1.PropagationPolicy{pp}
-}
-
-func newDB(replicas int32) *dbfleetv1alpha1.DatabaseCluster {
-	dbc := &dbfleetv1alpha1.DatabaseCluster{}
-	dbc.Name, dbc.Namespace, dbc.Generation = "db", "ns", 1
-	dbc.Spec.Replicas = replicas
-	return dbc
-}
