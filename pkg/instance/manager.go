@@ -68,6 +68,7 @@ type Manager struct {
 	restarts   int // postgres started again after it exited on its own (a crash)
 	slotsSync  time.Time
 	server     status.Status // the last reading of the server, see server.go
+	serverAs   status.Role   // what postgres ran as when server was read
 	mismatch   mismatchCheck
 }
 

@@ -56,11 +56,16 @@ func (m *Manager) Status() status.Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := m.server
+	running := m.runningLocked()
+	if m.serverAs != running {
+		// The reading is of the server as it ran before (a standby just promoted, say):
+		// nothing of it is true of the server now until the next reading.
+		st = status.Status{SystemIdentifier: m.server.SystemIdentifier}
+	}
 	st.Pod = m.opts.PodName
 	st.Epoch = m.acted
 	st.PromotedEpoch = m.state.PromotedEpoch
 	st.Restarts = m.restarts
-	running := m.runningLocked()
 	st.Role = running
 	d := m.decision
 	if running == status.RoleStopped {
@@ -108,7 +113,7 @@ func (m *Manager) watchServer(ctx context.Context) {
 				_ = conn.Close(context.Background())
 				conn = nil
 			}
-			m.setServer(status.Status{})
+			m.setServer(status.Status{}, running)
 			continue
 		}
 		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -120,7 +125,7 @@ func (m *Manager) watchServer(ctx context.Context) {
 			if err != nil {
 				conn = nil
 				cancel()
-				m.setServer(status.Status{})
+				m.setServer(status.Status{}, running)
 				continue
 			}
 		}
@@ -130,7 +135,7 @@ func (m *Manager) watchServer(ctx context.Context) {
 			_ = conn.Close(context.Background())
 			conn = nil
 		}
-		m.setServer(st)
+		m.setServer(st, running)
 	}
 }
 
@@ -150,8 +155,8 @@ func (m *Manager) readServer(ctx context.Context, conn *pgx.Conn, running status
 	return st, nil
 }
 
-func (m *Manager) setServer(st status.Status) {
+func (m *Manager) setServer(st status.Status, as status.Role) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.server = st
+	m.server, m.serverAs = st, as
 }

@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -291,9 +292,15 @@ func (s *share) runInstancePod(sts *appsv1.StatefulSet, ordinal int, srv *instan
 	if err := east.Client.Create(s.ctx, pod); err != nil {
 		s.t.Fatal(err)
 	}
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: u.Hostname(), PodIPs: []corev1.PodIP{{IP: u.Hostname()}},
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
-	if err := east.Client.Status().Update(s.ctx, pod); err != nil {
+	// The agent labels the pod as soon as it sees it: set the status on the latest version.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := east.Client.Get(s.ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return err
+		}
+		pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: u.Hostname(), PodIPs: []corev1.PodIP{{IP: u.Hostname()}},
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+		return east.Client.Status().Update(s.ctx, pod)
+	}); err != nil {
 		s.t.Fatal(err)
 	}
 }
