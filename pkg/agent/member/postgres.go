@@ -63,9 +63,10 @@ func DesiredRoleServices(mdb *dbfleetv1alpha1.MemberDatabase, instanceManaged bo
 }
 
 // DesiredInstanceRBAC is what a postgres database's instance managers may do in their member
-// cluster: read the pods of the namespace (their own Pod, for its role label and annotations;
-// RBAC cannot narrow pods by label, and a pod's name is not known before the StatefulSet makes
-// it) and the database's primary Lease, by name. Nothing else, and nothing to write.
+// cluster: get the share's pods by name (each reads its own Pod, for its role label and
+// annotations; the StatefulSet names them <db>-<ordinal>, so the names are known before the pods
+// exist) and get the database's primary Lease. No list or watch (the instance polls by name),
+// nothing else, and nothing to write.
 func DesiredInstanceRBAC(mdb *dbfleetv1alpha1.MemberDatabase) (*corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding) {
 	ns, db := mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name
 	name := InstanceServiceAccountName(db)
@@ -77,10 +78,13 @@ func DesiredInstanceRBAC(mdb *dbfleetv1alpha1.MemberDatabase) (*corev1.ServiceAc
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
 		ObjectMeta: meta(),
 		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
-				ResourceNames: []string{fence.PrimaryLeaseName(db)}, Verbs: []string{"get", "list", "watch"}},
+				ResourceNames: []string{fence.PrimaryLeaseName(db)}, Verbs: []string{"get"}},
 		},
+	}
+	// Empty resourceNames would mean every pod: a drained share gets no pod rule at all.
+	if pods := sharePodNames(mdb); len(pods) > 0 {
+		role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, ResourceNames: pods, Verbs: []string{"get"}})
 	}
 	binding := &rbacv1.RoleBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
@@ -259,4 +263,14 @@ func annotateInstancePods(ctx context.Context, member client.Client, mdb *dbflee
 		}
 	}
 	return nil
+}
+
+// sharePodNames are the names the share's StatefulSet gives its pods: <db>-<ordinal> for the
+// share's ordinals.
+func sharePodNames(mdb *dbfleetv1alpha1.MemberDatabase) []string {
+	names := make([]string, 0, mdb.Spec.Replicas)
+	for i := range mdb.Spec.Replicas {
+		names = append(names, fmt.Sprintf("%s-%d", mdb.Spec.DatabaseRef.Name, mdb.Spec.Ordinals.Start+i))
+	}
+	return names
 }

@@ -113,7 +113,6 @@ func TestPostgresShareGetsCredentialsServicesAndInstanceRole(t *testing.T) {
 	if len(binding.Subjects) != 1 || binding.Subjects[0].Name != sa.Name || binding.RoleRef.Name != role.Name {
 		t.Errorf("RoleBinding %+v does not bind the Role to the ServiceAccount", binding)
 	}
-
 	// The StatefulSet runs the instance manager.
 	sts := s.waitSTS("StatefulSet", func(*appsv1.StatefulSet) bool { return true })
 	pod := sts.Spec.Template.Spec
@@ -199,15 +198,20 @@ func TestPostgresShareGetsCredentialsServicesAndInstanceRole(t *testing.T) {
 	if err := instance.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: fence.PrimaryLeaseName(s.db)}, lease); err != nil {
 		t.Errorf("the instance cannot read its primary Lease: %v", err)
 	}
-	if err := instance.List(s.ctx, &corev1.PodList{}, client.InNamespace(s.ns)); err != nil {
-		t.Errorf("the instance cannot list its namespace's pods: %v", err)
+	for _, name := range []string{s.db + "-0", s.db + "-1"} {
+		// The pods may not exist yet: NotFound is an answer, Forbidden is not.
+		if err := instance.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: name}, &corev1.Pod{}); apierrors.IsForbidden(err) {
+			t.Errorf("the instance cannot read pod %s: %v", name, err)
+		}
 	}
 	for what, err := range map[string]error{
-		"read another Lease":         instance.Get(s.ctx, client.ObjectKeyFromObject(other), &coordinationv1.Lease{}),
-		"update its primary Lease":   instance.Update(s.ctx, lease),
-		"read a Secret":              instance.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: s.db + "-superuser"}, &corev1.Secret{}),
-		"list pods of another place": instance.List(s.ctx, &corev1.PodList{}, client.InNamespace("default")),
-		"delete a pod":               instance.Delete(s.ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.db + "-0"}}),
+		"read another Lease":          instance.Get(s.ctx, client.ObjectKeyFromObject(other), &coordinationv1.Lease{}),
+		"update its primary Lease":    instance.Update(s.ctx, lease),
+		"read a Secret":               instance.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: s.db + "-superuser"}, &corev1.Secret{}),
+		"list pods of another place":  instance.List(s.ctx, &corev1.PodList{}, client.InNamespace("default")),
+		"list its namespace's pods":   instance.List(s.ctx, &corev1.PodList{}, client.InNamespace(s.ns)),
+		"read a pod not of its share": instance.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: s.db + "-2"}, &corev1.Pod{}),
+		"delete a pod":                instance.Delete(s.ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.db + "-0"}}),
 	} {
 		if !apierrors.IsForbidden(err) {
 			t.Errorf("the instance should be forbidden to %s; got %v", what, err)
