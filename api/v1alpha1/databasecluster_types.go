@@ -20,6 +20,7 @@ const (
 // DatabaseTemplate is what a member cluster needs to run its share of a database. DatabaseCluster
 // embeds it, and every MemberDatabase carries a copy.
 // +kubebuilder:validation:XValidation:rule="self.engine != 'custom' || (has(self.image) && self.image.size() > 0)",message="image is required when engine is custom",fieldPath=".image",reason="FieldValueRequired"
+// +kubebuilder:validation:XValidation:rule="self.engine != 'postgres' || oldSelf.engine != 'postgres' || self.version.split('.')[0] == oldSelf.version.split('.')[0]",messageExpression="'the postgres major version cannot change (' + oldSelf.version + ' to ' + self.version + '): major upgrades (pg_upgrade) are not supported yet; minor versions of ' + oldSelf.version.split('.')[0] + ' may change'",fieldPath=".version"
 type DatabaseTemplate struct {
 	// Engine is the database engine: postgres, mysql or custom. It cannot change after creation.
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="engine is immutable"
@@ -27,6 +28,8 @@ type DatabaseTemplate struct {
 	Engine Engine `json:"engine"`
 
 	// Version is the engine version, for example "16.4"; it picks the image tag unless image is set.
+	// For postgres, the major version (before the first dot) cannot change: major upgrades are
+	// not supported yet.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	// +required

@@ -52,6 +52,17 @@ func TestImmutableFieldsSaySo(t *testing.T) {
 			field:  "spec.database.storage.size", message: "size cannot shrink",
 		},
 		{
+			name: "postgres major version", kind: "DatabaseCluster",
+			before: dbcSpec, after: strings.Replace(dbcSpec, `version: "16.4"`, `version: "17.1"`, 1),
+			field: "spec.version", message: "the postgres major version cannot change (16.4 to 17.1): major upgrades (pg_upgrade) are not supported yet",
+		},
+		{
+			name: "postgres major version of a share", kind: "MemberDatabase",
+			before: mdbSpec + "  role: primary\n  epoch: 1\n",
+			after:  strings.Replace(mdbSpec, `version: "16.4"`, `version: "15"`, 1) + "  role: primary\n  epoch: 1\n",
+			field:  "spec.database.version", message: "the postgres major version cannot change (16.4 to 15)",
+		},
+		{
 			name: "sync mode", kind: "MemberCluster",
 			before: "  syncMode: Pull\n",
 			after:  "  syncMode: Push\n  kubeconfigSecretRef: {namespace: dbfleet-system, name: east}\n",
@@ -90,6 +101,23 @@ func TestGrowingStorageIsAllowed(t *testing.T) {
 	grown.SetResourceVersion(obj.GetResourceVersion())
 	if err := hub.Client.Update(ctx, grown, strict); err != nil {
 		t.Fatalf("growing storage from 1Gi to 2Gi rejected: %v", err)
+	}
+}
+
+func TestMinorVersionChangeIsAllowed(t *testing.T) {
+	ctx := context.Background()
+	ensureNamespace(ctx, t, "admission")
+	for _, tc := range []struct{ from, to string }{{"16.4", "16.6"}, {"16.4", "16"}} {
+		name := uniqueName("minor")
+		obj := object(t, "DatabaseCluster", name, strings.Replace(dbcSpec, "16.4", tc.from, 1))
+		if err := hub.Client.Create(ctx, obj, strict); err != nil {
+			t.Fatalf("create: %v", err)
+		}
+		changed := object(t, "DatabaseCluster", name, strings.Replace(dbcSpec, "16.4", tc.to, 1))
+		changed.SetResourceVersion(obj.GetResourceVersion())
+		if err := hub.Client.Update(ctx, changed, strict); err != nil {
+			t.Errorf("version %s to %s rejected: %v", tc.from, tc.to, err)
+		}
 	}
 }
 
