@@ -169,6 +169,10 @@ const (
 	// ReasonInstancesNotReady (Available False): the pods are ready, but the instance managers do
 	// not report a primary that takes writes and standbys that all stream; the message says which.
 	ReasonInstancesNotReady = "InstancesNotReady"
+	// ReasonImagePullFailed (Degraded True, Available False): a container of the share's pods
+	// cannot get its image, for example a version for which the member has no image; the
+	// message names the pod, the container and the image.
+	ReasonImagePullFailed = "ImagePullFailed"
 	// ReasonAsExpected (Degraded False): the share is applied as asked.
 	ReasonAsExpected = "AsExpected"
 )

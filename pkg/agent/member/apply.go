@@ -41,6 +41,8 @@ type passResult struct {
 	// --instance-image), and instances is what their /status said.
 	instanceManaged bool
 	instances       []dbfleetv1alpha1.InstanceStatus
+	// imageProblems are the share's containers that cannot get their image (imageProblems).
+	imageProblems []string
 }
 
 // err is every failure of the pass.
@@ -80,7 +82,8 @@ func (r *Reconciler) applyShare(ctx context.Context, member client.Client, live 
 		fail(false, deleteOwned(ctx, member, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{
 			Namespace: mdb.Spec.DatabaseRef.Namespace, Name: PrimaryPDBName(mdb.Spec.DatabaseRef.Name)}}))
 	}
-	fail(true, labelPods(ctx, member, mdb, fenced))
+	p.imageProblems, err = labelPods(ctx, member, mdb, fenced)
+	fail(true, err)
 	if r.instanceManaged(mdb) {
 		fail(true, annotateInstancePods(ctx, member, mdb))
 		p.instanceManaged = true
@@ -201,12 +204,14 @@ func ensureNamespace(ctx context.Context, member client.Client, name string) err
 }
 
 // labelPods sets dbfleet.io/role on each pod of the share: primary for the lowest ordinal of the
-// primary cluster's share (fenced once fenced), replica otherwise.
-func labelPods(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, fenced bool) error {
+// primary cluster's share (fenced once fenced), replica otherwise. It returns the image
+// problems of the pods it read (imageProblems).
+func labelPods(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, fenced bool) ([]string, error) {
 	pods := &corev1.PodList{}
 	if err := member.List(ctx, pods, client.InNamespace(mdb.Spec.DatabaseRef.Namespace), client.MatchingLabels(selectorLabels(mdb))); err != nil {
-		return fmt.Errorf("list pods: %w", err)
+		return nil, fmt.Errorf("list pods: %w", err)
 	}
+	problems := imageProblems(pods.Items)
 	for i := range pods.Items {
 		pod := &pods.Items[i]
 		role, err := PodRole(mdb, pod.Name, fenced)
@@ -222,10 +227,10 @@ func labelPods(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.M
 		}
 		patched.Labels[dbfleetv1alpha1.LabelRole] = string(role)
 		if err := member.Patch(ctx, patched, client.MergeFrom(pod)); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("label pod %s: %w", pod.Name, err)
+			return problems, fmt.Errorf("label pod %s: %w", pod.Name, err)
 		}
 	}
-	return nil
+	return problems, nil
 }
 
 // applyPostgres writes what a postgres share needs besides its StatefulSet: the client Services,

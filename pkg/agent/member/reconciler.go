@@ -256,7 +256,8 @@ func (r *Reconciler) renewOnly(ctx context.Context, member client.Client, mdb *d
 		sts.ResourceVersion != last.stsResourceVersion {
 		return ctrl.Result{}, false
 	}
-	if err := labelPods(ctx, member, mdb, false); err != nil {
+	// A pod that cannot get its image changes nothing of the StatefulSet: the full pass reports it.
+	if problems, err := labelPods(ctx, member, mdb, false); err != nil || len(problems) > 0 {
 		return ctrl.Result{}, false
 	}
 	if err := r.renewPrimaryLease(ctx, member, mdb, cluster); err != nil {

@@ -2,6 +2,7 @@ package member
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,6 +46,12 @@ func setStatus(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult, fenced bool
 			fmt.Sprintf("StatefulSet %s applied at epoch %d", stsKey, mdb.Spec.Epoch))
 		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionFalse, dbfleetv1alpha1.ReasonAsExpected, "the share is applied as asked")
 	}
+	imageMsg := strings.Join(pass.imageProblems, "; ")
+	if imageMsg != "" && pass.err() == nil {
+		// Applied as asked, but the pods can never start: the user has to change the version or
+		// the image.
+		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionTrue, dbfleetv1alpha1.ReasonImagePullFailed, imageMsg)
+	}
 	if pass.atEpoch {
 		st.Epoch = mdb.Spec.Epoch
 	}
@@ -62,6 +69,12 @@ func setStatus(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult, fenced bool
 	}
 	want := mdb.Spec.Replicas
 	st.Replicas, st.ReadyReplicas = sts.Status.Replicas, sts.Status.ReadyReplicas
+	if imageMsg != "" {
+		st.Instances = pass.instances
+		set(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionFalse, dbfleetv1alpha1.ReasonImagePullFailed, imageMsg)
+		set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, dbfleetv1alpha1.ReasonImagePullFailed, imageMsg)
+		return
+	}
 	current := sts.Status.ObservedGeneration >= sts.Generation
 	if pass.instanceManaged {
 		st.Instances = pass.instances

@@ -43,6 +43,24 @@ func shareState(v shareView) (dbfleetv1alpha1.PlacementState, int32) {
 	}
 }
 
+// degradedBecause is what a degraded share's agent says is wrong (", <Reason>: <message>" of its
+// Degraded condition), so the DatabaseCluster names the cause (an image the member cannot pull,
+// an object it cannot write) and not only the count of ready replicas.
+func degradedBecause(mdb *dbfleetv1alpha1.MemberDatabase) string {
+	if mdb == nil {
+		return ""
+	}
+	c := meta.FindStatusCondition(mdb.Status.Conditions, dbfleetv1alpha1.ConditionDegraded)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return ""
+	}
+	msg := c.Message
+	if len(msg) > 300 {
+		msg = msg[:300] + "…"
+	}
+	return ", " + c.Reason + ": " + msg
+}
+
 // AvailableThreshold is how many ready replicas a DatabaseCluster needs, besides a ready primary,
 // to count as Available: a majority of spec.replicas, the quorum most replication setups need.
 func AvailableThreshold(replicas int32) int32 { return replicas/2 + 1 }
@@ -105,7 +123,7 @@ func summarize(s *scope) shares {
 		case dbfleetv1alpha1.PlacementUnknown:
 			sh.unknown = append(sh.unknown, p.Cluster)
 		case dbfleetv1alpha1.PlacementDegraded:
-			sh.degraded = append(sh.degraded, fmt.Sprintf("%s (%d/%d ready)", p.Cluster, ready, p.Replicas))
+			sh.degraded = append(sh.degraded, fmt.Sprintf("%s (%d/%d ready%s)", p.Cluster, ready, p.Replicas, degradedBecause(v.mdb)))
 		case dbfleetv1alpha1.PlacementPending, dbfleetv1alpha1.PlacementProgressing:
 			sh.progressing = append(sh.progressing, fmt.Sprintf("%s (%d/%d ready)", p.Cluster, ready, p.Replicas))
 		}

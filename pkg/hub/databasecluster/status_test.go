@@ -265,3 +265,28 @@ func TestTruncateKeepsEventNotesShort(t *testing.T) {
 		t.Errorf("truncate kept %d bytes", len(got))
 	}
 }
+
+// A degraded share's cause reaches the DatabaseCluster: an image the member cannot pull is named
+// in Degraded, not only "0/1 ready".
+func TestDegradedNamesTheShareCause(t *testing.T) {
+	broken := mdb(1, 1, 1, 1, 0)
+	meta.SetStatusCondition(&broken.Status.Conditions, metav1.Condition{Type: dbfleetv1alpha1.ConditionDegraded, Status: metav1.ConditionTrue,
+		Reason: dbfleetv1alpha1.ReasonImagePullFailed, Message: `pod orders-0: container database cannot get image "postgres:99.1" (ErrImagePull)`})
+	healthy := mdb(1, 1, 1, 1, 1, dbfleetv1alpha1.ConditionAvailable)
+	meta.SetStatusCondition(&healthy.Status.Conditions, metav1.Condition{Type: dbfleetv1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: "AsExpected"})
+	ready := &dbfleetv1alpha1.MemberCluster{}
+	meta.SetStatusCondition(&ready.Status.Conditions, metav1.Condition{Type: dbfleetv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Test"})
+	dbc := &dbfleetv1alpha1.DatabaseCluster{}
+	dbc.Spec.Replicas = 2
+	dbc.Status.Primary = &dbfleetv1alpha1.PrimaryStatus{Cluster: "east"}
+	dbc.Status.Placements = []dbfleetv1alpha1.ClusterPlacement{{Cluster: "east", Replicas: 1}, {Cluster: "west", Replicas: 1}}
+	s := &scope{dbc: dbc,
+		members:   map[string]*dbfleetv1alpha1.MemberCluster{"east": ready, "west": ready},
+		memberDBs: map[string]*dbfleetv1alpha1.MemberDatabase{"east": healthy, "west": broken}}
+	setDegradedCondition(dbc, summarize(s))
+	c := meta.FindStatusCondition(dbc.Status.Conditions, dbfleetv1alpha1.ConditionDegraded)
+	want := `degraded: west (0/1 ready, ImagePullFailed: pod orders-0: container database cannot get image "postgres:99.1" (ErrImagePull))`
+	if c == nil || c.Status != metav1.ConditionTrue || c.Message != want {
+		t.Errorf("Degraded = %+v, want True with message %q", c, want)
+	}
+}
