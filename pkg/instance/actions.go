@@ -37,7 +37,7 @@ func (e *mismatchError) Error() string {
 // bootstrap initialises the first primary's data directory and starts it.
 func (m *Manager) bootstrap(ctx context.Context, d decide.Decision) error {
 	pwfile := filepath.Join(m.opts.DataVolume, ".dbfleet-initdb-pwfile")
-	if err := os.WriteFile(pwfile, []byte(m.creds.superuser.Password+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(pwfile, []byte(m.credentials().superuser.Password+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write initdb password file: %w", err)
 	}
 	defer os.Remove(pwfile)
@@ -47,7 +47,7 @@ func (m *Manager) bootstrap(ctx context.Context, d decide.Decision) error {
 		}
 	}
 	m.log.Info("Initialising the data directory", "dataDir", m.dataDir, "epoch", d.Epoch)
-	if err := m.bins.InitDB(ctx, m.dataDir, m.creds.superuser.Username, pwfile); err != nil {
+	if err := m.bins.InitDB(ctx, m.dataDir, m.credentials().superuser.Username, pwfile); err != nil {
 		return err
 	}
 	if err := m.recordPromoted(d.Epoch); err != nil {
@@ -68,7 +68,7 @@ func (m *Manager) clone(ctx context.Context, d decide.Decision) error {
 		return fmt.Errorf("remove unfinished clone %s: %w", tmp, err)
 	}
 	m.log.Info("Cloning the primary", "primaryEndpoint", d.PrimaryEndpoint)
-	r := m.creds.replication
+	r := m.credentials().replication
 	if err := m.bins.BaseBackup(ctx, tmp, host, port, r.Username, r.Password, m.opts.PodName); err != nil {
 		return err
 	}
@@ -116,7 +116,7 @@ func (m *Manager) runStandby(ctx context.Context, d decide.Decision) error {
 
 // standbyConf is what a standby of endpoint writes; an empty endpoint follows nobody.
 func (m *Manager) standbyConf(endpoint string) (pgconf.Standby, error) {
-	sb := pgconf.Standby{User: m.creds.replication.Username, Password: m.creds.replication.Password,
+	sb := pgconf.Standby{User: m.credentials().replication.Username, Password: m.credentials().replication.Password,
 		ApplicationName: m.opts.PodName, SlotName: pgconf.SlotName(m.opts.PodName)}
 	if endpoint == "" {
 		return pgconf.Standby{}, nil
@@ -152,7 +152,7 @@ func (m *Manager) checkSystemIdentifier(ctx context.Context, endpoint string) er
 	var result error
 	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	primary, err := pgsql.IdentifySystem(ictx, host, port, m.creds.replication)
+	primary, err := pgsql.IdentifySystem(ictx, host, port, m.credentials().replication)
 	switch {
 	case err != nil:
 		m.log.Info("Cannot ask the primary for its system identifier; starting anyway", "err", err.Error())
@@ -239,7 +239,7 @@ func (m *Manager) startPrimary(ctx context.Context, d decide.Decision) error {
 	if err := m.start(status.RolePrimary, d.Epoch); err != nil {
 		return err
 	}
-	c := m.creds
+	c := m.credentials()
 	err := m.withConn(ctx, func(ctx context.Context, conn *pgx.Conn) error {
 		return pgsql.EnsureRoles(ctx, conn, c.superuser, c.replication, c.app)
 	})
@@ -302,7 +302,7 @@ func (m *Manager) start(mode status.Role, epoch int64) error {
 func (m *Manager) writeConfig() error {
 	return pgconf.Write(m.dataDir,
 		pgconf.Settings{Port: m.opts.PostgresPort, ListenAddresses: m.opts.ListenAddresses, ClusterName: m.opts.PodName},
-		pgconf.Auth{Superuser: m.creds.superuser.Username, Replication: m.creds.replication.Username,
+		pgconf.Auth{Superuser: m.credentials().superuser.Username, Replication: m.credentials().replication.Username,
 			SuperuserFromNetwork: m.opts.SuperuserFromNetwork},
 		m.owner)
 }
@@ -312,7 +312,7 @@ func (m *Manager) writeConfig() error {
 func (m *Manager) withConn(ctx context.Context, f func(context.Context, *pgx.Conn) error) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	cfg, err := pgsql.ConnConfig(m.connectHost(), m.opts.PostgresPort, m.creds.superuser.Username, m.creds.superuser.Password, "postgres")
+	cfg, err := pgsql.ConnConfig(m.connectHost(), m.opts.PostgresPort, m.credentials().superuser.Username, m.credentials().superuser.Password, "postgres")
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,6 @@ type Manager struct {
 	dataDir string
 	bins    postgres.Binaries
 	owner   *pgconf.Owner
-	creds   credentials
 	proc    *postgres.Process
 	obs     *observe.Observer
 	guard   *guard
@@ -70,6 +69,10 @@ type Manager struct {
 	server     status.Status // the last reading of the server, see server.go
 	serverAs   status.Role   // what postgres ran as when server was read
 	mismatch   mismatchCheck
+	// creds are the Secrets' credentials in use (credentials.go); credsErr why the mounted
+	// Secrets could not be read or applied last time, nil when they were.
+	creds    credentials
+	credsErr error
 }
 
 type mismatchCheck struct {
@@ -214,6 +217,7 @@ func (m *Manager) runningLocked() status.Role {
 // step observes, decides and acts once.
 func (m *Manager) step(ctx context.Context) {
 	snap := m.obs.Snapshot()
+	m.refreshCredentials(ctx)
 	hasData, err := pgconf.HasData(m.dataDir)
 	if err != nil {
 		m.setError(status.ReasonStartFailed, err)

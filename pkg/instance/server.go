@@ -87,6 +87,8 @@ func (m *Manager) Status() status.Status {
 	st.Reason, st.Message = d.Reason, d.Message
 	if m.errReason != "" {
 		st.Reason, st.Message = m.errReason, m.errMsg
+	} else if m.credsErr != nil {
+		st.Reason, st.Message = status.ReasonCredentialsInvalid, m.credsErr.Error()
 	}
 	return st
 }
@@ -118,7 +120,7 @@ func (m *Manager) watchServer(ctx context.Context) {
 		}
 		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		if conn == nil || conn.IsClosed() {
-			cfg, err := pgsql.ConnConfig(m.connectHost(), m.opts.PostgresPort, m.creds.superuser.Username, m.creds.superuser.Password, "postgres")
+			cfg, err := pgsql.ConnConfig(m.connectHost(), m.opts.PostgresPort, m.credentials().superuser.Username, m.credentials().superuser.Password, "postgres")
 			if err == nil {
 				conn, err = pgsql.Connect(qctx, cfg)
 			}

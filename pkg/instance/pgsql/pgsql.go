@@ -42,7 +42,7 @@ func Connect(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
 // EnsureRoles creates the replication and app roles and the app's database unless they exist,
 // and sets all three roles' passwords from the Secrets (so an edited Secret takes effect).
 func EnsureRoles(ctx context.Context, conn *pgx.Conn, superuser, replication, app Credentials) error {
-	stmts := []string{fmt.Sprintf("ALTER ROLE %s WITH PASSWORD %s", ident(superuser.Username), literal(superuser.Password))}
+	var stmts []string
 	for _, r := range []struct {
 		c     Credentials
 		attrs string
@@ -62,17 +62,21 @@ func EnsureRoles(ctx context.Context, conn *pgx.Conn, superuser, replication, ap
 			return fmt.Errorf("%s: %w", strings.SplitN(s, " PASSWORD", 2)[0], err)
 		}
 	}
-	if app.DBName == "" {
-		return nil
-	}
-	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", app.DBName).Scan(&exists); err != nil {
-		return fmt.Errorf("look up database %s: %w", app.DBName, err)
-	}
-	if !exists {
-		if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s OWNER %s", ident(app.DBName), ident(app.Username))); err != nil {
-			return fmt.Errorf("create database %s: %w", app.DBName, err)
+	if app.DBName != "" {
+		var exists bool
+		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", app.DBName).Scan(&exists); err != nil {
+			return fmt.Errorf("look up database %s: %w", app.DBName, err)
 		}
+		if !exists {
+			if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s OWNER %s", ident(app.DBName), ident(app.Username))); err != nil {
+				return fmt.Errorf("create database %s: %w", app.DBName, err)
+			}
+		}
+	}
+	// The superuser's password last: the connection doing all this logged in with the old one,
+	// and a failure before this point can be retried with it.
+	if _, err := conn.Exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH PASSWORD %s", ident(superuser.Username), literal(superuser.Password))); err != nil {
+		return fmt.Errorf("ALTER ROLE %s: %w", superuser.Username, err)
 	}
 	return nil
 }

@@ -58,6 +58,9 @@ const (
 	ReasonPromoteFailed   Reason = "PromoteFailed"
 	// ReasonPodRoleFenced: the agent labelled the pod fenced.
 	ReasonPodRoleFenced Reason = "PodRoleFenced"
+	// ReasonCredentialsInvalid: the mounted Secrets cannot be read (a key missing or empty) or
+	// their new passwords not set; the credentials last read stay in use.
+	ReasonCredentialsInvalid Reason = "CredentialsInvalid"
 )
 
 // Status is the body of GET /status.

@@ -64,6 +64,18 @@ func writeSecret(t *testing.T, s secret) string {
 	return dir
 }
 
+// rewriteFile replaces path's content in one rename, as the kubelet swaps a Secret volume's files.
+func rewriteFile(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func freePort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

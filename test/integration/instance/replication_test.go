@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/dbfleet/dbfleet/pkg/instance"
 	"github.com/dbfleet/dbfleet/pkg/instance/decide"
 	"github.com/dbfleet/dbfleet/pkg/instance/pgconf"
 	"github.com/dbfleet/dbfleet/pkg/instance/status"
@@ -51,6 +52,7 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 	createPod(ctx, t, "south", south.pod, decide.PodRoleReplica, 1, east.endpoint(), "")
 	eastLease := renew(t, "east", decide.Holder("east", 1))
 	var westLease *renewer
+	top := t
 
 	// Each step builds on the last: stop at the first that fails.
 	step := func(name string, f func(t *testing.T)) {
@@ -217,7 +219,8 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 
 	step("standby promoted at epoch 2 takes writes", func(t *testing.T) {
 		setPod(ctx, t, "west", west.pod, decide.PodRolePrimary, 2, west.endpoint(), south.pod)
-		westLease = renew(t, "west", decide.Holder("west", 2))
+		// Renewed for the rest of the test, not only this step (a subtest's cleanup would stop it).
+		westLease = renew(top, "west", decide.Holder("west", 2))
 		st := west.waitStatus(ctx, t, "primary and ready", func(s status.Status) bool { return s.Role == status.RolePrimary && s.Ready })
 		if st.Epoch != 2 || st.PromotedEpoch != 2 || st.Timeline != 2 {
 			t.Fatalf("status = %+v, want epoch 2, promoted at 2, timeline 2", st)
@@ -259,6 +262,94 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 		if now, err := south.postmasterPID(); err != nil || now != pid {
 			t.Fatalf("south-3's postmaster is %d (%v), was %d: re-pointing restarted postgres", now, err, pid)
 		}
+	})
+
+	step("edited Secrets take effect without a restart", func(t *testing.T) {
+		pids := map[*proc]int{}
+		for _, p := range []*proc{west, south} {
+			pid, err := p.postmasterPID()
+			if err != nil {
+				t.Fatal(err)
+			}
+			pids[p] = pid
+		}
+		receiverPID := func(password string) int {
+			conn, err := south.connect(ctx, superuser, password)
+			if err != nil {
+				return 0
+			}
+			defer conn.Close(ctx)
+			var pid int
+			_ = conn.QueryRow(ctx, "SELECT pid FROM pg_stat_wal_receiver WHERE status = 'streaming'").Scan(&pid)
+			return pid
+		}
+		oldReceiver := receiverPID(superuser.password)
+		if oldReceiver == 0 {
+			t.Fatal("south-3 has no streaming walreceiver")
+		}
+		oldApp := app.password
+		superuser.password, replication.password, app.password = "super-secret-2", "repl-secret-2", "app-secret-2"
+		// As the kubelet does when a mounted Secret changes: every instance's files, in place.
+		for _, p := range []*proc{east, west, south} {
+			for i, s := range []secret{superuser, replication, app} {
+				rewriteFile(t, filepath.Join(p.secrets[i], instance.SecretKeyPassword), s.password)
+			}
+		}
+		west.waitStatus(ctx, t, "the new app password logs in", func(status.Status) bool {
+			conn, err := west.connect(ctx, app, app.password)
+			if err != nil {
+				return false
+			}
+			_ = conn.Close(ctx)
+			return true
+		})
+		if conn, err := west.connect(ctx, app, oldApp); err == nil {
+			_ = conn.Close(ctx)
+			t.Fatal("the old app password still logs in")
+		}
+		super, err := west.connect(ctx, superuser, superuser.password)
+		if err != nil {
+			t.Fatalf("the new superuser password does not log in: %v", err)
+		}
+		defer super.Close(ctx)
+		// The standby reconnects with the new replication password and keeps every row coming.
+		// (A walreceiver logged in before the change stays connected: a new one proves the new
+		// password, which is all the primary accepts now.)
+		south.waitStatus(ctx, t, "a new walreceiver streaming with the new replication password", func(s status.Status) bool {
+			var state string
+			err := super.QueryRow(ctx, "SELECT state FROM pg_stat_replication WHERE application_name = $1", south.pod).Scan(&state)
+			if err != nil || state != "streaming" || !s.Streaming || s.Reason != "" {
+				return false
+			}
+			pid := receiverPID(superuser.password)
+			return pid != 0 && pid != oldReceiver
+		})
+		conn, err := west.connect(ctx, app, app.password)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "INSERT INTO rows SELECT generate_series(200001, 200050)"); err != nil {
+			t.Fatal(err)
+		}
+		waitSameRows(ctx, t, west, south)
+		for p, pid := range pids {
+			if now, err := p.postmasterPID(); err != nil || now != pid {
+				t.Fatalf("%s's postmaster is %d (%v), was %d: the new credentials restarted postgres", p.pod, now, err, pid)
+			}
+		}
+	})
+
+	step("a Secret that cannot be read keeps the credentials in use and says so", func(t *testing.T) {
+		path := filepath.Join(south.secrets[1], instance.SecretKeyPassword)
+		rewriteFile(t, path, "")
+		south.waitStatus(ctx, t, "CredentialsInvalid", func(s status.Status) bool {
+			return s.Reason == status.ReasonCredentialsInvalid && s.Streaming
+		})
+		rewriteFile(t, path, replication.password)
+		south.waitStatus(ctx, t, "the reason cleared", func(s status.Status) bool {
+			return s.Reason == "" && s.Streaming
+		})
 	})
 
 	step("old primary stays fenced when its Lease is renewed again at its epoch", func(t *testing.T) {
