@@ -73,6 +73,8 @@ type Manager struct {
 	// Secrets could not be read or applied last time, nil when they were.
 	creds    credentials
 	credsErr error
+	// volume is the data volume's space as last read (volume.go).
+	volume volumeSpace
 }
 
 type mismatchCheck struct {

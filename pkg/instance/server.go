@@ -85,9 +85,19 @@ func (m *Manager) Status() status.Status {
 		st.LeaseRenewTime = lease.RenewTime.UTC().Format(time.RFC3339Nano)
 	}
 	st.Reason, st.Message = d.Reason, d.Message
-	if m.errReason != "" {
+	switch {
+	case m.volume.full():
+		// First: it explains the failures that follow from it (postgres stopping, a start failing).
+		// Not ready: a primary takes no real write (a table cannot grow), a standby cannot keep
+		// the WAL coming. Reads still work, through the pod IP.
+		st.Ready = false
+		st.Reason, st.Message = status.ReasonVolumeFull, m.volume.message(m.opts.DataVolume)
+		if m.errMsg != "" {
+			st.Message += "; last error: " + m.errMsg
+		}
+	case m.errReason != "":
 		st.Reason, st.Message = m.errReason, m.errMsg
-	} else if m.credsErr != nil {
+	case m.credsErr != nil:
 		st.Reason, st.Message = status.ReasonCredentialsInvalid, m.credsErr.Error()
 	}
 	return st
@@ -109,6 +119,10 @@ func (m *Manager) watchServer(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		space := readVolumeSpace(m.opts.DataVolume)
+		m.mu.Lock()
+		m.volume = space
+		m.mu.Unlock()
 		running := m.running()
 		if running == status.RoleStopped {
 			if conn != nil {

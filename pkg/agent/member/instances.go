@@ -116,18 +116,14 @@ func instancesAvailable(instances []dbfleetv1alpha1.InstanceStatus, replicas int
 		case in.Role == dbfleetv1alpha1.InstanceRunningPrimary && primaryShare:
 			primaries++
 			if !in.Ready {
-				return false, fmt.Sprintf("primary %s does not take writes", in.Pod)
+				return false, withMessage(fmt.Sprintf("primary %s does not take writes", in.Pod), in.Message)
 			}
 		case in.Role == dbfleetv1alpha1.InstanceRunningStandby:
 			if !in.Ready {
-				return false, fmt.Sprintf("standby %s is not streaming", in.Pod)
+				return false, withMessage(fmt.Sprintf("standby %s is not streaming", in.Pod), in.Message)
 			}
 		default:
-			msg := fmt.Sprintf("instance %s runs as %s", in.Pod, in.Role)
-			if in.Message != "" {
-				msg += ": " + in.Message
-			}
-			return false, msg
+			return false, withMessage(fmt.Sprintf("instance %s runs as %s", in.Pod, in.Role), in.Message)
 		}
 	}
 	if primaryShare && primaries != 1 {
@@ -137,6 +133,14 @@ func instancesAvailable(instances []dbfleetv1alpha1.InstanceStatus, replicas int
 		return true, fmt.Sprintf("the primary takes writes and %d standbys stream", len(instances)-1)
 	}
 	return true, fmt.Sprintf("%d standbys stream", len(instances))
+}
+
+// withMessage adds what the instance said about itself (a full volume, say) to msg.
+func withMessage(msg, instanceMessage string) string {
+	if instanceMessage == "" {
+		return msg
+	}
+	return msg + ": " + instanceMessage
 }
 
 // StatusPortName is the name of the container port on which a pod's instance manager serves

@@ -80,6 +80,9 @@ func TestInstancesAvailable(t *testing.T) {
 		{"primary and streaming standby", []dbfleetv1alpha1.InstanceStatus{p("a", true), s("b", true)}, 2, true, true, "1 standbys stream"},
 		{"standby not streaming", []dbfleetv1alpha1.InstanceStatus{p("a", true), s("b", false)}, 2, true, false, "standby b is not streaming"},
 		{"primary not writable", []dbfleetv1alpha1.InstanceStatus{p("a", false), s("b", true)}, 2, true, false, "primary a does not take writes"},
+		{"primary not writable says why", []dbfleetv1alpha1.InstanceStatus{
+			{Pod: "a", Role: dbfleetv1alpha1.InstanceRunningPrimary, Message: "the data volume /var/lib/postgresql/data has 3Mi free of 1Gi"}, s("b", true)},
+			2, true, false, "primary a does not take writes: the data volume /var/lib/postgresql/data has 3Mi free of 1Gi"},
 		{"no primary", []dbfleetv1alpha1.InstanceStatus{s("a", true), s("b", true)}, 2, true, false, "0 instances run as primary"},
 		{"two primaries", []dbfleetv1alpha1.InstanceStatus{p("a", true), p("b", true)}, 2, true, false, "2 instances run as primary"},
 		{"a primary in a replica share", []dbfleetv1alpha1.InstanceStatus{p("a", true)}, 1, false, false, "runs as primary"},

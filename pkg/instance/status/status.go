@@ -61,6 +61,9 @@ const (
 	// ReasonCredentialsInvalid: the mounted Secrets cannot be read (a key missing or empty) or
 	// their new passwords not set; the credentials last read stay in use.
 	ReasonCredentialsInvalid Reason = "CredentialsInvalid"
+	// ReasonVolumeFull: the data volume has less than a WAL segment (16 MiB) free; postgres
+	// cannot write until it grows or space is freed.
+	ReasonVolumeFull Reason = "VolumeFull"
 )
 
 // Status is the body of GET /status.
