@@ -75,6 +75,8 @@ type Manager struct {
 	credsErr error
 	// volume is the data volume's space as last read (volume.go).
 	volume volumeSpace
+	// upstream is a non-streaming standby's own try of its primary endpoint (upstream.go).
+	upstream upstreamCheck
 }
 
 type mismatchCheck struct {

@@ -99,6 +99,8 @@ func (m *Manager) Status() status.Status {
 		st.Reason, st.Message = m.errReason, m.errMsg
 	case m.credsErr != nil:
 		st.Reason, st.Message = status.ReasonCredentialsInvalid, m.credsErr.Error()
+	case running == status.RoleStandby && !st.Streaming && m.upstream.err != nil:
+		st.Reason, st.Message = status.ReasonPrimaryUnreachable, "not streaming: "+m.upstream.err.Error()
 	}
 	return st
 }
@@ -152,6 +154,7 @@ func (m *Manager) watchServer(ctx context.Context) {
 			conn = nil
 		}
 		m.setServer(st, running)
+		m.checkUpstream(ctx, running, err == nil && st.Streaming)
 	}
 }
 

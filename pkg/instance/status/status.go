@@ -64,6 +64,9 @@ const (
 	// ReasonVolumeFull: the data volume has less than a WAL segment (16 MiB) free; postgres
 	// cannot write until it grows or space is freed.
 	ReasonVolumeFull Reason = "VolumeFull"
+	// ReasonPrimaryUnreachable: a standby does not stream, and its own replication connection to
+	// the primary endpoint fails (the message has the error: refused, timed out, password).
+	ReasonPrimaryUnreachable Reason = "PrimaryUnreachable"
 )
 
 // Status is the body of GET /status.

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -208,6 +209,13 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 			t.Fatalf("east-0 acknowledged a write at %s, not before the Lease expiry minus fenceSafety (%s)", last.Format(time.RFC3339Nano), deadline.Format(time.RFC3339Nano))
 		}
 		t.Logf("last of %d writes acknowledged %s before the Lease expiry", n, expiry.Sub(last))
+		// Its standbys lose their primary and say why, not only that they do not stream.
+		st := south.waitStatus(ctx, t, "PrimaryUnreachable", func(s status.Status) bool {
+			return s.Role == status.RoleStandby && !s.Ready && s.Reason == status.ReasonPrimaryUnreachable
+		})
+		if !strings.Contains(st.Message, east.endpoint()) || !strings.Contains(st.Message, "refused") {
+			t.Errorf("south-3 says %q, want the endpoint %s and connection refused", st.Message, east.endpoint())
+		}
 		if conn, err := east.connect(ctx, app, app.password); err == nil {
 			_, err = conn.Exec(ctx, "INSERT INTO rows VALUES (-1)")
 			_ = conn.Close(ctx)
