@@ -65,8 +65,9 @@
 //     spec.replicas), so shares can grow without running into each other.
 //   - Primary: on Input.Switchover the first preferred cluster holding a replica and healthy
 //     (Ready, not counting down a NoExecute toleration); else the current primary while its
-//     cluster holds a replica and is healthy; else the first preferred healthy holder; else the
-//     healthy holder with the most replicas, ties by name; when no holder is healthy, the same
+//     cluster holds a replica and is healthy; else the healthy holder whose share has come
+//     furthest in the WAL (Input.Progress: received, then replayed), then the first preferred,
+//     then the one with the most replicas, ties by name; when no holder is healthy, the same
 //     order without the health condition.
 //
 // # Differences from Karmada v1.16

@@ -238,20 +238,43 @@ func checkPrimary(in Input, d Decision) []string {
 		if d.Primary != prev {
 			fail("primary moved from healthy holder %q to %q", prev, d.Primary)
 		}
-	case firstPreferred != "":
-		if d.Primary != firstPreferred {
-			fail("primary should follow the preference to %q, got %q", firstPreferred, d.Primary)
-		}
 	default:
+		// The healthy holders that have come furthest in the WAL; then preference; then size.
+		var furthest []string
+		var top WALProgress
+		for _, s := range d.Shares {
+			if !healthy(s.Cluster) {
+				continue
+			}
+			switch c := in.Progress[s.Cluster].Compare(top); {
+			case len(furthest) == 0 || c > 0:
+				furthest, top = []string{s.Cluster}, in.Progress[s.Cluster]
+			case c == 0:
+				furthest = append(furthest, s.Cluster)
+			}
+		}
+		preferredOfThem := ""
+		for _, p := range in.PreferredPrimaries {
+			if slices.Contains(furthest, p) {
+				preferredOfThem = p
+				break
+			}
+		}
+		if preferredOfThem != "" {
+			if d.Primary != preferredOfThem {
+				fail("primary should follow the preference to %q, got %q", preferredOfThem, d.Primary)
+			}
+			break
+		}
 		best := ""
 		var bestN int32
 		for _, s := range d.Shares {
-			if healthy(s.Cluster) && s.Replicas > bestN {
+			if slices.Contains(furthest, s.Cluster) && s.Replicas > bestN {
 				best, bestN = s.Cluster, s.Replicas
 			}
 		}
 		if best != "" && d.Primary != best {
-			fail("primary should be the healthy cluster with most replicas %q, got %q", best, d.Primary)
+			fail("primary should be the healthy cluster furthest in the WAL, then with most replicas %q, got %q", best, d.Primary)
 		}
 	}
 	return problems

@@ -10,9 +10,10 @@ import (
 // toleration is counting down on it. In order:
 //  1. on a requested switchover, the first preferred cluster that holds a replica and is healthy;
 //  2. the current primary, while its cluster holds a replica and is healthy;
-//  3. the first preferred cluster that holds a replica and is healthy;
-//  4. the healthy cluster with the most replicas, ties by name;
-//  5. when no holder is healthy, the same choices without the health condition, so the primary
+//  3. among the healthy clusters holding a replica, the one whose share has come furthest in the
+//     WAL (Input.Progress: the least data lost); on equal progress the first preferred one, then
+//     the one with the most replicas, then by name;
+//  4. when no holder is healthy, the same choices without the health condition, so the primary
 //     moves only when there is somewhere better to go.
 func (s *scheduler) choosePrimary(shares []Share, owners []int32) string {
 	if len(shares) == 0 {
@@ -37,14 +38,30 @@ func (s *scheduler) choosePrimary(shares []Share, owners []int32) string {
 		}
 		return -1
 	}
-	most := func(needHealthy bool) int {
-		best := -1
-		for k := range shares { // name order, so a strict comparison keeps the first name on ties
-			if (!needHealthy || healthy(k)) && (best < 0 || shares[k].Replicas > shares[best].Replicas) {
-				best = k
+	rank := func(name string) int {
+		if i := slices.Index(s.in.PreferredPrimaries, name); i >= 0 {
+			return i
+		}
+		return len(s.in.PreferredPrimaries)
+	}
+	// better says whether share a beats share b as the new primary.
+	better := func(a, b int) bool {
+		if c := s.in.Progress[shares[a].Cluster].Compare(s.in.Progress[shares[b].Cluster]); c != 0 {
+			return c > 0
+		}
+		if ra, rb := rank(shares[a].Cluster), rank(shares[b].Cluster); ra != rb {
+			return ra < rb
+		}
+		return shares[a].Replicas > shares[b].Replicas // name order: ties keep the first name
+	}
+	best := func(needHealthy bool) int {
+		found := -1
+		for k := range shares {
+			if (!needHealthy || healthy(k)) && (found < 0 || better(k, found)) {
+				found = k
 			}
 		}
-		return best
+		return found
 	}
 	current := -1
 	if s.in.Previous != nil {
@@ -60,12 +77,9 @@ func (s *scheduler) choosePrimary(shares []Share, owners []int32) string {
 		if current >= 0 && (!needHealthy || healthy(current)) {
 			return shares[current].Cluster
 		}
-		if k := preferred(needHealthy); k >= 0 {
-			return shares[k].Cluster
-		}
-		if k := most(needHealthy); k >= 0 {
+		if k := best(needHealthy); k >= 0 {
 			return shares[k].Cluster
 		}
 	}
-	return shares[0].Cluster // unreachable: most(false) always finds a share
+	return shares[0].Cluster // unreachable: best(false) always finds a share
 }

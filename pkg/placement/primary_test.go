@@ -21,6 +21,7 @@ func TestPrimary(t *testing.T) {
 		previous   *Decision
 		preferred  []string
 		switchover bool
+		progress   map[string]WALProgress
 		want       string
 	}{
 		{name: "most replicas, ties by name", clusters: fleet(ready("b", 9)), previous: previous("a", 2, "b", 3, "c", 3), want: "b"},
@@ -34,6 +35,18 @@ func TestPrimary(t *testing.T) {
 			previous: withPrimary(previous("a", 2, "b", 3, "c", 3), "b"), preferred: []string{"b", "c"}, want: "c"},
 		{name: "it leaves a cluster counting down a NoExecute toleration", clusters: fleet(evicting),
 			previous: withPrimary(previous("a", 2, "b", 3, "c", 3), "b"), want: "c"},
+		{name: "it moves to the share furthest in the WAL, before preference and size", clusters: fleet(notReady(ready("b", 9))),
+			previous: withPrimary(previous("a", 1, "b", 3, "c", 3), "b"), preferred: []string{"b", "c"},
+			progress: map[string]WALProgress{"a": {Received: 5 << 24, Replayed: 4 << 24}, "b": {Received: 9 << 24}, "c": {Received: 4 << 24, Replayed: 4 << 24}}, want: "a"},
+		{name: "on equal received WAL, the one that replayed more", clusters: fleet(notReady(ready("b", 9))),
+			previous: withPrimary(previous("a", 3, "b", 3, "c", 1), "b"),
+			progress: map[string]WALProgress{"a": {Received: 5 << 24, Replayed: 3 << 24}, "c": {Received: 5 << 24, Replayed: 4 << 24}}, want: "c"},
+		{name: "on equal progress, preference then size as before", clusters: fleet(notReady(ready("b", 9))),
+			previous: withPrimary(previous("a", 3, "b", 3, "c", 1), "b"), preferred: []string{"c"},
+			progress: map[string]WALProgress{"a": {Received: 5 << 24}, "c": {Received: 5 << 24}}, want: "c"},
+		{name: "progress does not move a healthy primary", clusters: fleet(ready("b", 9)),
+			previous: withPrimary(previous("a", 2, "b", 3, "c", 3), "b"),
+			progress: map[string]WALProgress{"a": {Received: 9 << 24}, "b": {Received: 1}}, want: "b"},
 		{name: "it stays on an unhealthy cluster when no holder is healthy", clusters: []Cluster{notReady(ready("a", 9)), notReady(ready("b", 9))},
 			previous: withPrimary(previous("a", 2, "b", 3), "a"), want: "a"},
 	}
@@ -42,7 +55,7 @@ func TestPrimary(t *testing.T) {
 			p := dynamicPlacement()
 			p.ClusterTolerations = []corev1.Toleration{toleration(v1alpha1.TaintClusterUnreachable, corev1.TaintEffectNoExecute, ptr.To[int64](30))}
 			in := Input{Replicas: tt.previous.TotalReplicas(), Clusters: tt.clusters, Placement: p, Previous: tt.previous,
-				PreferredPrimaries: tt.preferred, Switchover: tt.switchover}
+				PreferredPrimaries: tt.preferred, Switchover: tt.switchover, Progress: tt.progress}
 			d := mustSchedule(t, in)
 			if d.Primary != tt.want {
 				t.Errorf("primary = %q, want %q (shares %s)", d.Primary, tt.want, sharesOf(d))

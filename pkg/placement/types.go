@@ -55,6 +55,37 @@ type Input struct {
 	DefaultTolerationSeconds *int64
 	// Now is the time NoExecute tolerations are measured against (taint.timeAdded + tolerationSeconds).
 	Now time.Time
+	// Progress is, by cluster, how far the most advanced instance of its share has come in the
+	// primary's WAL, as its agent last reported. When the primary has to move, it goes to the
+	// share that has come furthest (the least data lost), before preference and size. Clusters
+	// missing from it count as having nothing.
+	Progress map[string]WALProgress
+}
+
+// WALProgress is how far an instance has received and replayed the primary's WAL, as byte
+// positions (an LSN "X/Y" is X<<32 + Y).
+type WALProgress struct {
+	Received, Replayed uint64
+}
+
+// Compare orders progress: received first, then replayed (CloudNativePG's order).
+func (p WALProgress) Compare(q WALProgress) int {
+	switch {
+	case p.Received != q.Received:
+		return cmpUint(p.Received, q.Received)
+	default:
+		return cmpUint(p.Replayed, q.Replayed)
+	}
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // Decision is where the replicas of one DatabaseCluster go.

@@ -72,6 +72,9 @@ type Options struct {
 	// Rebalance adopts the policy's decision even when nothing calls for a re-placement (`hub
 	// plan` shows it so). The dbfleet.io/rebalance annotation asks for one as well.
 	Rebalance bool
+	// Progress is how far each share has come in the WAL (see Progress): a primary that has to
+	// move goes to the share furthest along.
+	Progress map[string]placement.WALProgress
 }
 
 // Schedule binds the winning policy and places dbc, writing status.policy, status.placements,
@@ -110,6 +113,7 @@ func ScheduleMatched(dbc *dbfleetv1alpha1.DatabaseCluster, match *policy.Match, 
 		ReservedOrdinals:         evictedOrdinals(dbc),
 		DefaultTolerationSeconds: opts.DefaultTolerationSeconds,
 		Now:                      now,
+		Progress:                 opts.Progress,
 	}
 	preferred := ""
 	if dbc.Spec.Primary != nil {

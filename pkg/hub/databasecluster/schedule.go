@@ -47,6 +47,7 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 	out := scheduling.ScheduleMatched(planned, match, s.members, now, scheduling.Options{
 		DefaultTolerationSeconds: r.DefaultTolerationSeconds,
 		Avoid:                    avoid,
+		Progress:                 scheduling.Progress(s.memberDBs),
 	})
 	schedulingSeconds.Observe(time.Since(start).Seconds())
 	decisions.WithLabelValues(out.Reason).Inc()
