@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -489,4 +490,46 @@ func TestSwitchoverToAClusterWithoutAReplicaWaitsForOne(t *testing.T) {
 	f.waitDatabase("orders", "switched over to "+c, func(d *dbfleetv1alpha1.DatabaseCluster) bool {
 		return d.Status.Primary.Cluster == c && d.Status.Primary.Preferred == c && d.Status.Primary.Epoch == old.Epoch+1
 	})
+}
+
+// The primary's cluster is lost: the survivor whose instances have come furthest in the WAL is
+// promoted, even though by name (the order without progress) the other one would be.
+func TestFailoverPromotesTheShareFurthestInTheWAL(t *testing.T) {
+	f := newFixture(t)
+	startHub(t)
+	members := []string{f.member("a", "r1", 100), f.member("b", "r2", 100), f.member("c", "r3", 100)}
+	slices.Sort(members)
+	failoverPolicy(f, 1)
+	f.database("orders", 3, map[string]string{"app": "orders"})
+	dbc := f.waitDatabase("orders", "placed on all three", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return len(d.Status.Placements) == 3
+	})
+	f.waitMemberDatabases("orders", shares(dbc))
+	reportReady(f, "orders")
+	f.waitDatabase("orders", "available", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return hasCondition(d, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue, "")
+	})
+	old := dbc.Status.Primary.Cluster
+	var survivors []string
+	for _, c := range members {
+		if c != old {
+			survivors = append(survivors, c)
+		}
+	}
+	// The later name has received more of the old primary's WAL.
+	behind, ahead := survivors[0], survivors[1]
+	for cluster, lsn := range map[string]string{old: "0/9000000", behind: "0/5000000", ahead: "0/7000000"} {
+		mdb := f.placedMemberDatabases("orders")[cluster]
+		f.reportInstances(mdb, dbfleetv1alpha1.InstanceStatus{Pod: "orders-x", Role: dbfleetv1alpha1.InstanceRunningStandby,
+			ReceivedLSN: lsn, ReplayedLSN: lsn, Ready: true})
+	}
+
+	f.loseCluster(old, 1)
+	promoted := f.waitDatabase("orders", "promoted", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return d.Status.Primary.Cluster != old
+	})
+	if promoted.Status.Primary.Cluster != ahead {
+		t.Errorf("promoted %s, want %s, whose instance received 0/7000000 of the WAL (%s received 0/5000000)",
+			promoted.Status.Primary.Cluster, ahead, behind)
+	}
 }

@@ -379,6 +379,19 @@ func (f *fixture) reportAsAgent(mdb *dbfleetv1alpha1.MemberDatabase, ready int32
 	}
 }
 
+// reportInstances sets the share's status.instances as its agent would from the pods' /status.
+func (f *fixture) reportInstances(mdb *dbfleetv1alpha1.MemberDatabase, instances ...dbfleetv1alpha1.InstanceStatus) {
+	f.t.Helper()
+	fresh := &dbfleetv1alpha1.MemberDatabase{}
+	if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(mdb), fresh); err != nil {
+		f.t.Fatal(err)
+	}
+	fresh.Status.Instances = instances
+	if err := f.c.Status().Update(f.ctx, fresh); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
