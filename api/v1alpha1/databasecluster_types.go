@@ -337,6 +337,11 @@ type DatabaseClusterStatus struct {
 	// Primary is where the primary runs now.
 	// +optional
 	Primary *PrimaryStatus `json:"primary,omitempty"`
+	// Endpoints are where clients reach the database (postgres): readWrite is the primary as the
+	// primary's cluster exposes it (spec.databaseNetwork of its MemberCluster), readOnly the
+	// standbys.
+	// +optional
+	Endpoints *DatabaseEndpoints `json:"endpoints,omitempty"`
 	// Placements are the clusters' shares, sorted by cluster name.
 	// +listType=map
 	// +listMapKey=cluster
@@ -479,6 +484,7 @@ const (
 // +kubebuilder:printcolumn:name="Primary",type=string,JSONPath=`.status.primary.cluster`
 // +kubebuilder:printcolumn:name="Clusters",type=string,JSONPath=`.status.clusters`
 // +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoints.readWrite`
 // +kubebuilder:printcolumn:name="Engine",type=string,JSONPath=`.spec.engine`,priority=1
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.version`,priority=1
 // +kubebuilder:printcolumn:name="Epoch",type=integer,JSONPath=`.status.primary.epoch`,priority=1
@@ -503,4 +509,18 @@ type DatabaseClusterList struct {
 
 func init() {
 	SchemeBuilder.Register(&DatabaseCluster{}, &DatabaseClusterList{})
+}
+
+// DatabaseEndpoints are host:port addresses of a database's instances.
+type DatabaseEndpoints struct {
+	// ReadWrite is the primary's address (host:port); empty while no primary runs or while its
+	// address is not known yet (a LoadBalancer waiting for one, say).
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	ReadWrite string `json:"readWrite,omitempty"`
+	// ReadOnly are the standbys' addresses (host:port), sorted.
+	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:items:MaxLength=512
+	// +optional
+	ReadOnly []string `json:"readOnly,omitempty"`
 }

@@ -62,7 +62,26 @@ type MemberClusterSpec struct {
 	// Required for Push.
 	// +optional
 	KubeconfigSecretRef *SecretReference `json:"kubeconfigSecretRef,omitempty"`
+
+	// DatabaseNetwork is how the databases' instances in this cluster are reached from other
+	// clusters (and clients): PodIP (the default: pod IPs route between members, as with Cilium
+	// ClusterMesh, Calico BGP or the local federation), LoadBalancer (a LoadBalancer Service in
+	// front of the primary) or ClusterSetIP (an MCS ServiceExport of the read-write Service,
+	// reached as <db>-rw.<namespace>.svc.clusterset.local).
+	// +kubebuilder:default=PodIP
+	// +optional
+	DatabaseNetwork DatabaseNetwork `json:"databaseNetwork,omitempty"`
 }
+
+// DatabaseNetwork is how a member cluster's database instances are reached from outside it.
+// +kubebuilder:validation:Enum=PodIP;LoadBalancer;ClusterSetIP
+type DatabaseNetwork string
+
+const (
+	DatabaseNetworkPodIP        DatabaseNetwork = "PodIP"
+	DatabaseNetworkLoadBalancer DatabaseNetwork = "LoadBalancer"
+	DatabaseNetworkClusterSetIP DatabaseNetwork = "ClusterSetIP"
+)
 
 // AgentSettings are the timings an agent runs with, as it reports them.
 type AgentSettings struct {

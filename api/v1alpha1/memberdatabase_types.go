@@ -55,6 +55,25 @@ type MemberDatabaseSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +required
 	Epoch int64 `json:"epoch"`
+
+	// Network is the member cluster's spec.databaseNetwork, copied by the hub: how the share
+	// exposes its primary to other clusters. Empty means PodIP.
+	// +optional
+	Network DatabaseNetwork `json:"network,omitempty"`
+
+	// PrimaryEndpoint is the current primary's address (host:port) as the primary's cluster
+	// exposes it, written by the hub into every share: standbys outside the primary's cluster
+	// follow and clone from it. Empty while it is not known.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	PrimaryEndpoint string `json:"primaryEndpoint,omitempty"`
+
+	// Standbys are the pods of the other clusters' shares (<db>-<ordinal>), written by the hub
+	// into the primary's share: its primary keeps a replication slot for each.
+	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:items:MaxLength=253
+	// +optional
+	Standbys []string `json:"standbys,omitempty"`
 }
 
 // MemberDatabaseStatus is what the agent reports about its share.
@@ -78,6 +97,10 @@ type MemberDatabaseStatus struct {
 	// +kubebuilder:validation:MaxItems=1024
 	// +optional
 	Instances []InstanceStatus `json:"instances,omitempty"`
+	// Endpoints are the share's instances' addresses as other clusters reach them (spec.network):
+	// readWrite when the share runs the primary, readOnly its standbys.
+	// +optional
+	Endpoints *DatabaseEndpoints `json:"endpoints,omitempty"`
 	// Conditions: Applied, Available, Progressing, Degraded, Fenced.
 	// +listType=map
 	// +listMapKey=type

@@ -87,6 +87,7 @@ func TestRulesAreExact(t *testing.T) {
 		{"member ClusterRole", AgentMemberRules(), []string{
 			"apps statefulsets [] get,list,watch,create,update,patch,delete",
 			" services [] get,list,watch,create,update,patch,delete",
+			"multicluster.x-k8s.io serviceexports [] get,list,watch,create,update,patch,delete",
 			" secrets,serviceaccounts [] get,list,watch,create,update,patch,delete",
 			"rbac.authorization.k8s.io roles,rolebindings [] get,list,watch,create,update,patch,delete",
 			"policy poddisruptionbudgets [] get,list,watch,create,update,patch,delete",

@@ -53,6 +53,8 @@ func AgentMemberRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: manage},
 		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: manage},
+		// ClusterSetIP network mode: the MCS API's ServiceExports of <db>-rw and <db>-ro.
+		{APIGroups: []string{"multicluster.x-k8s.io"}, Resources: []string{"serviceexports"}, Verbs: manage},
 		{APIGroups: []string{""}, Resources: []string{"secrets", "serviceaccounts"}, Verbs: manage},
 		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"roles", "rolebindings"}, Verbs: manage},
 		{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}, Verbs: manage},

@@ -43,6 +43,8 @@ type passResult struct {
 	instances       []dbfleetv1alpha1.InstanceStatus
 	// imageProblems are the share's containers that cannot get their image (imageProblems).
 	imageProblems []string
+	// endpoints are the share's addresses as other clusters reach them (shareEndpoints).
+	endpoints *dbfleetv1alpha1.DatabaseEndpoints
 }
 
 // err is every failure of the pass.
@@ -88,6 +90,8 @@ func (r *Reconciler) applyShare(ctx context.Context, member client.Client, live 
 		fail(true, annotateInstancePods(ctx, member, mdb))
 		p.instanceManaged = true
 		p.instances, err = r.observeInstances(ctx, member, mdb)
+		fail(false, err)
+		p.endpoints, err = shareEndpoints(ctx, member, mdb, p.instances)
 		fail(false, err)
 	}
 	switch {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -197,8 +198,10 @@ func withInstanceManager(sts *appsv1.StatefulSet, mdb *dbfleetv1alpha1.MemberDat
 // desiredInstanceAnnotations are the annotations each pod's instance manager reads (package
 // pkg/instance/observe), by pod name: every pod gets the share's epoch; in the primary
 // cluster's share, the standbys get the primary pod's address as their primary endpoint once it
-// has one, and the primary pod the names of the share's standbys, for which it keeps replication
-// slots. Standbys in other clusters learn the endpoint from the hub (not done here).
+// has one, and the primary pod the names of the share's standbys and of the other clusters'
+// (spec.standbys, from the hub), for which it keeps replication slots. In the other clusters'
+// shares, the standbys follow spec.primaryEndpoint, which the hub writes from the primary
+// share's status.endpoints.readWrite.
 func desiredInstanceAnnotations(mdb *dbfleetv1alpha1.MemberDatabase, pods []corev1.Pod) map[string]map[string]string {
 	out := map[string]map[string]string{}
 	var primary *corev1.Pod
@@ -217,10 +220,22 @@ func desiredInstanceAnnotations(mdb *dbfleetv1alpha1.MemberDatabase, pods []core
 		}
 	}
 	if primary == nil {
+		if mdb.Spec.PrimaryEndpoint != "" {
+			for _, name := range standbys {
+				out[name][observe.AnnotationPrimaryEndpoint] = mdb.Spec.PrimaryEndpoint
+			}
+		}
 		return out
+	}
+	local := slices.Clone(standbys)
+	for _, name := range mdb.Spec.Standbys {
+		if name != primary.Name && !slices.Contains(standbys, name) {
+			standbys = append(standbys, name)
+		}
 	}
 	sort.Strings(standbys)
 	out[primary.Name][observe.AnnotationStandbys] = strings.Join(standbys, ",")
+	standbys = local
 	if primary.Status.PodIP != "" {
 		endpoint := net.JoinHostPort(primary.Status.PodIP, strconv.Itoa(int(engines[dbfleetv1alpha1.EnginePostgres].port)))
 		for _, name := range standbys {

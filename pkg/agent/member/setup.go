@@ -39,6 +39,8 @@ func Setup(mgr mcmanager.Manager, guard *fence.Guard, opts controller.TypedOptio
 		// MemberDatabase back.
 		Watches(&appsv1.StatefulSet{}, shareOf, mcbuilder.WithEngageWithLocalCluster(false), mcbuilder.WithEngageWithProviderClusters(true)).
 		Watches(&corev1.Pod{}, shareOf, mcbuilder.WithEngageWithLocalCluster(false), mcbuilder.WithEngageWithProviderClusters(true)).
+		// A LoadBalancer Service getting its address changes the share's endpoint.
+		Watches(&corev1.Service{}, shareOf, mcbuilder.WithEngageWithLocalCluster(false), mcbuilder.WithEngageWithProviderClusters(true)).
 		Complete(r)
 }
 

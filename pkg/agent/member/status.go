@@ -70,16 +70,16 @@ func setStatus(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult, fenced bool
 	want := mdb.Spec.Replicas
 	st.Replicas, st.ReadyReplicas = sts.Status.Replicas, sts.Status.ReadyReplicas
 	if imageMsg != "" {
-		st.Instances = pass.instances
+		st.Instances, st.Endpoints = pass.instances, pass.endpoints
 		set(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionFalse, dbfleetv1alpha1.ReasonImagePullFailed, imageMsg)
 		set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, dbfleetv1alpha1.ReasonImagePullFailed, imageMsg)
 		return
 	}
 	current := sts.Status.ObservedGeneration >= sts.Generation
 	if pass.instanceManaged {
-		st.Instances = pass.instances
+		st.Instances, st.Endpoints = pass.instances, pass.endpoints
 	} else {
-		st.Instances = nil
+		st.Instances, st.Endpoints = nil, nil
 	}
 	if current && st.ReadyReplicas >= want && sts.Status.UpdatedReplicas >= want && pass.instanceManaged {
 		// The pods are ready; the database is available only if the instances say a primary

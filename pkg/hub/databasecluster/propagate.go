@@ -22,9 +22,17 @@ import (
 func (r *Reconciler) propagate(ctx context.Context, s *scope) error {
 	dbc := s.dbc
 	keep := map[string]bool{}
+	repl := replicationOf(s)
+	network := func(cluster string) dbfleetv1alpha1.DatabaseNetwork {
+		if mc := s.members[cluster]; mc != nil && mc.Spec.DatabaseNetwork != dbfleetv1alpha1.DatabaseNetworkPodIP {
+			return mc.Spec.DatabaseNetwork
+		}
+		return ""
+	}
 	for _, p := range dbc.Status.Placements {
 		keep[p.Cluster] = true
 		desired := desiredMemberDatabase(dbc, p)
+		desired.Spec.Network = network(p.Cluster)
 		if d := s.demotion; d != nil && d.cluster == p.Cluster {
 			desired.Spec.Role, desired.Spec.Epoch = dbfleetv1alpha1.RoleReplica, d.epoch
 		}
@@ -35,6 +43,7 @@ func (r *Reconciler) propagate(ctx context.Context, s *scope) error {
 			// (repromoteAbandonedDemotion).
 			desired.Spec.Role, desired.Spec.Epoch = existing.Spec.Role, existing.Spec.Epoch
 		}
+		repl.apply(desired, p.Cluster)
 		if err := r.writeMemberDatabase(ctx, s, p.Cluster, desired); err != nil {
 			s.propagationErrors[p.Cluster] = err
 		}
@@ -44,6 +53,8 @@ func (r *Reconciler) propagate(ctx context.Context, s *scope) error {
 		desired := desiredMemberDatabase(dbc, dbfleetv1alpha1.ClusterPlacement{
 			Cluster: e.Cluster, Replicas: e.Replicas, Ordinals: e.Ordinals, Role: dbfleetv1alpha1.RoleReplica})
 		desired.Labels[dbfleetv1alpha1.LabelEvicting] = "true"
+		desired.Spec.Network = network(e.Cluster)
+		repl.apply(desired, e.Cluster)
 		if s.memberDBs[e.Cluster] == nil {
 			continue // never re-create a share that is leaving
 		}

@@ -95,6 +95,7 @@ func updateStatus(s *scope) {
 	setProgressingCondition(dbc, sh)
 	setDegradedCondition(dbc, sh)
 	setFailoverInProgressCondition(dbc, s.failover, sh.primaryReady)
+	dbc.Status.Endpoints = endpointsOf(s, replicationOf(s))
 }
 
 // summarize judges every share and writes its state and ready count into the status.
