@@ -77,5 +77,5 @@ localfed-down: ## Stop every process of the local federation by its pid file and
 	@bin/localfed down
 
 .PHONY: k8s-bins
-k8s-bins: ## Build kube-apiserver, kube-controller-manager, kube-scheduler, etcd and kwok into bin/k8s (cached).
+k8s-bins: ## Build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, etcd and kwok into bin/k8s (cached).
 	@hack/k8s-bins.sh
