@@ -80,6 +80,42 @@ func (l *Layer) Has(p string) bool {
 	return ok
 }
 
+// Lookup is the entry p names in the layer, following the layer's symlinks as the kernel
+// would in a container of it; false when some part of p is not in the layer.
+func (l *Layer) Lookup(p string) (Entry, bool) {
+	return l.lookup(path.Clean("/"+p), 0)
+}
+
+func (l *Layer) lookup(p string, depth int) (Entry, bool) {
+	if depth > 40 {
+		return Entry{}, false
+	}
+	if p == "/" {
+		return Entry{Path: "/", Dir: true}, true
+	}
+	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	cur := "/"
+	for i, part := range parts {
+		next := path.Join(cur, part)
+		e, ok := l.entries[next]
+		if !ok {
+			return Entry{}, false
+		}
+		if e.Link != "" {
+			target := e.Link
+			if !path.IsAbs(target) {
+				target = path.Join(cur, target)
+			}
+			return l.lookup(path.Join(append([]string{target}, parts[i+1:]...)...), depth+1)
+		}
+		if i == len(parts)-1 {
+			return e, true
+		}
+		cur = next
+	}
+	return Entry{}, false
+}
+
 // AddHostPath adds the host's file p at the same path, resolving it as the kernel does: every
 // symlink met on the way (a usr-merged /lib, a library's soname link) is added as a symlink, and
 // the file it ends at with its content and mode.

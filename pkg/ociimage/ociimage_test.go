@@ -285,3 +285,16 @@ func TestCtrImportsArchive(t *testing.T) {
 		t.Fatalf("after the import containerd lists %q, want ghcr.io/dbfleet/test:import", out)
 	}
 }
+
+func TestLookupFollowsLayerSymlinks(t *testing.T) {
+	l := NewLayer()
+	l.Add(Entry{Path: "/lib", Link: "usr/lib"})
+	l.Add(Entry{Path: "/usr/lib/libx.so.1", Link: "libx.so.1.2"})
+	l.Add(Entry{Path: "/usr/lib/libx.so.1.2", Data: []byte("elf")})
+	if e, ok := l.Lookup("/lib/libx.so.1"); !ok || e.Path != "/usr/lib/libx.so.1.2" {
+		t.Errorf("Lookup(/lib/libx.so.1) = %+v, %v; want /usr/lib/libx.so.1.2", e, ok)
+	}
+	if _, ok := l.Lookup("/lib/liby.so"); ok {
+		t.Error("Lookup(/lib/liby.so) found an entry the layer does not have")
+	}
+}
