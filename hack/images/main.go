@@ -82,6 +82,7 @@ func run(out, only string) error {
 			continue
 		}
 		start := time.Now()
+		fmt.Fprintf(os.Stderr, "[images] %s: building %s\n", im.file, im.name)
 		layer, cfg, err := im.build(tmp)
 		if err != nil {
 			return fmt.Errorf("%s: %w", im.file, err)
