@@ -254,32 +254,40 @@ func isELF(p string) bool {
 }
 
 // lddClosure is every shared library the files need, as ldd resolves them on this machine (ldd
-// lists the whole closure, the dynamic loader too).
+// lists the whole closure, the dynamic loader too). One ldd run reads all the files.
 func lddClosure(files []string) ([]string, error) {
+	if len(files) == 0 {
+		return nil, nil
+	}
+	// ldd exits 1 when some file is static ("not a dynamic executable"); its output still lists
+	// the others, each after a "file:" line.
+	out, err := exec.Command("ldd", files...).Output()
+	if err != nil && len(out) == 0 {
+		return nil, fmt.Errorf("ldd: %w", err)
+	}
 	seen := map[string]bool{}
 	var libs []string
-	for _, f := range files {
-		out, err := exec.Command("ldd", f).Output()
-		if err != nil {
-			// A static binary: ldd says "not a dynamic executable" and exits 1.
+	file := files[0]
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		raw := sc.Text()
+		line := strings.TrimSpace(raw)
+		if !strings.HasPrefix(raw, "\t") && strings.HasSuffix(line, ":") {
+			file = strings.TrimSuffix(line, ":")
 			continue
 		}
-		sc := bufio.NewScanner(bytes.NewReader(out))
-		for sc.Scan() {
-			line := strings.TrimSpace(sc.Text())
-			if strings.Contains(line, "not found") {
-				return nil, fmt.Errorf("ldd %s: %s", f, line)
-			}
-			var lib string
-			if _, after, ok := strings.Cut(line, "=> "); ok {
-				lib, _, _ = strings.Cut(after, " (")
-			} else if strings.HasPrefix(line, "/") {
-				lib, _, _ = strings.Cut(line, " (")
-			}
-			if lib = strings.TrimSpace(lib); strings.HasPrefix(lib, "/") && !seen[lib] {
-				seen[lib] = true
-				libs = append(libs, lib)
-			}
+		if strings.Contains(line, "not found") {
+			return nil, fmt.Errorf("ldd %s: %s", file, line)
+		}
+		var lib string
+		if _, after, ok := strings.Cut(line, "=> "); ok {
+			lib, _, _ = strings.Cut(after, " (")
+		} else if strings.HasPrefix(line, "/") {
+			lib, _, _ = strings.Cut(line, " (")
+		}
+		if lib = strings.TrimSpace(lib); strings.HasPrefix(lib, "/") && !seen[lib] {
+			seen[lib] = true
+			libs = append(libs, lib)
 		}
 	}
 	return libs, nil
