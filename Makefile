@@ -30,6 +30,11 @@ build: ## Build bin/hub, bin/agent and bin/dbfleet-instance.
 	$(GO) build -o bin/ ./cmd/hub ./cmd/agent
 	$(GO) build -o bin/dbfleet-instance ./cmd/instance
 
+.PHONY: images
+images: ## Build the OCI image archives of the real member nodes into bin/images/ (pause, postgres-15 from this machine's PostgreSQL 15, agent, hub); no Docker.
+	@echo "[images] building bin/images/{pause,postgres-15,agent,hub}.tar"
+	@$(GO) run ./hack/images --out bin/images
+
 .PHONY: generate
 generate: ## Generate deepcopy code for api/.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
@@ -77,5 +82,5 @@ localfed-down: ## Stop every process of the local federation by its pid file and
 	@bin/localfed down
 
 .PHONY: k8s-bins
-k8s-bins: ## Build kube-apiserver, kube-controller-manager, kube-scheduler, etcd and kwok into bin/k8s (cached).
+k8s-bins: ## Build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, etcd and kwok into bin/k8s (cached).
 	@hack/k8s-bins.sh

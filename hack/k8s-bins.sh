@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes binaries that tests and the demo run (kube-apiserver,
-# kube-controller-manager, kube-scheduler, etcd, kwok) from the Go module proxy, caches them
+# kube-controller-manager, kube-scheduler, kubelet, etcd, kwok) from the Go module proxy, caches them
 # outside the work tree and links them into bin/k8s/.
 #
 # Each binary is built from a tools module under hack/tools/ so the project's own go.mod never
@@ -12,6 +12,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${DBFLEET_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dbfleet}/k8s-bins"
 out="$root/bin/k8s"
 mkdir -p "$cache" "$out"
+
+# The progress ticker of a build in flight, stopped however the script ends.
+ticker=""
+trap '[[ -n "$ticker" ]] && kill "$ticker" 2>/dev/null; true' EXIT
 
 log() { printf '[k8s-bins %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -29,14 +33,23 @@ build() {
 	if [[ -x "$target" ]]; then
 		log "$name: cached ($target)"
 	else
-		log "$name: building $pkg (a cold build of the Kubernetes binaries takes about 11 minutes on 2 cores)"
+		log "$name: building $pkg (cold, the Kubernetes binaries take about 11 minutes on 2 cores; with a warm Go build cache well under one)"
 		local start=$SECONDS
+		# go build prints nothing for minutes: say it is still at work.
+		( while sleep 30; do log "$name: still building ($((SECONDS - start))s)"; done ) &
+		ticker=$!
 		# Build into a temporary name first so an interrupted build never looks cached.
-		(cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$target.tmp" "$pkg")
+		if ! (cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$target.tmp" "$pkg"); then
+			kill "$ticker" 2>/dev/null || true
+			log "$name: build failed"
+			return 1
+		fi
+		kill "$ticker" 2>/dev/null || true
 		mv "$target.tmp" "$target"
 		log "$name: built in $((SECONDS - start))s"
-		# Older builds of the same binary are dead weight once a new one exists.
-		find "$cache" -maxdepth 1 -name "$name-*" ! -name "$(basename "$target")" -delete
+		# Older builds of the same binary are dead weight, except the one before this: another
+		# work tree of this machine on the previous version still links to it.
+		find "$cache" -maxdepth 1 -name "$name-*" ! -name "*.tmp" -printf '%T@ %p\n' | sort -rn | tail -n +3 | cut -d' ' -f2- | xargs -r rm -f
 	fi
 	ln -sfn "$target" "$out/$name"
 }
@@ -46,6 +59,8 @@ build kwok kwok sigs.k8s.io/kwok/cmd/kwok
 build kube-apiserver k8s k8s.io/kubernetes/cmd/kube-apiserver "$k8s_ldflags"
 build kube-controller-manager k8s k8s.io/kubernetes/cmd/kube-controller-manager "$k8s_ldflags"
 build kube-scheduler k8s k8s.io/kubernetes/cmd/kube-scheduler "$k8s_ldflags"
+# The real member nodes of hack/localfed (docs/localfed.md) run kubelet against containerd.
+build kubelet k8s k8s.io/kubernetes/cmd/kubelet "$k8s_ldflags"
 
 # kwok's stage files (fake nodes become Ready, pods become Running/Ready) come from its module.
 kwokdir="$(cd "$root/hack/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"

@@ -1,0 +1,294 @@
+// Command images builds the container images the local federation's real nodes run, as OCI
+// archives in bin/images/ (make images), without Docker or a registry:
+//
+//	pause.tar        ghcr.io/dbfleet/pause:dev     the sandbox image of every pod (hack/images/pause)
+//	postgres-15.tar  postgres:15                   this machine's PostgreSQL 15 packages
+//	agent.tar        ghcr.io/dbfleet/agent:dev     /agent and /dbfleet-instance
+//	hub.tar          ghcr.io/dbfleet/hub:dev       /hub
+//
+// postgres-15 carries the name the agent gives a database of engine postgres, version "15" and
+// no spec.image, so such a database runs as it is once the archive is imported into a node.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	_ "embed"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/dbfleet/dbfleet/pkg/ociimage"
+)
+
+// The images' names; hack/localfed imports the archives and points containerd at PauseImage.
+const (
+	PauseImage    = "ghcr.io/dbfleet/pause:dev"
+	AgentImage    = "ghcr.io/dbfleet/agent:dev"
+	HubImage      = "ghcr.io/dbfleet/hub:dev"
+	PostgresImage = "postgres:15" // what pkg/agent/member.Image gives engine postgres, version "15"
+)
+
+// pgMajor is the PostgreSQL major version of the postgres image, from the host's Debian packages.
+const pgMajor = "15"
+
+// nonRoot is the user the hub and agent run as (the distroless "nonroot" uid).
+const nonRoot = "65532:65532"
+
+func main() {
+	out := flag.String("out", "bin/images", "Directory to write the archives into.")
+	only := flag.String("only", "", "Comma-separated images to build (pause,postgres-15,agent,hub); empty: all.")
+	flag.Parse()
+	if err := run(*out, *only); err != nil {
+		fmt.Fprintf(os.Stderr, "[images] %v\n", err)
+		os.Exit(1)
+	}
+}
+
+type image struct {
+	file  string
+	name  string
+	build func(tmp string) (*ociimage.Layer, ociimage.Config, error)
+}
+
+func run(out, only string) error {
+	images := []image{
+		{"pause.tar", PauseImage, pauseImage},
+		{"postgres-" + pgMajor + ".tar", PostgresImage, postgresImage},
+		{"agent.tar", AgentImage, agentImage},
+		{"hub.tar", HubImage, hubImage},
+	}
+	want := map[string]bool{}
+	for _, n := range strings.Split(only, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			want[n] = true
+		}
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", out, err)
+	}
+	tmp, err := os.MkdirTemp(out, ".build-*")
+	if err != nil {
+		return fmt.Errorf("create a build directory: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	for _, im := range images {
+		if len(want) > 0 && !want[strings.TrimSuffix(im.file, ".tar")] {
+			continue
+		}
+		start := time.Now()
+		fmt.Fprintf(os.Stderr, "[images] %s: building %s\n", im.file, im.name)
+		layer, cfg, err := im.build(tmp)
+		if err != nil {
+			return fmt.Errorf("%s: %w", im.file, err)
+		}
+		img, err := ociimage.Image(layer, cfg, tmp)
+		if err != nil {
+			return fmt.Errorf("%s: %w", im.file, err)
+		}
+		file := filepath.Join(out, im.file)
+		if err := ociimage.WriteArchive(file, im.name, img); err != nil {
+			return fmt.Errorf("%s: %w", im.file, err)
+		}
+		fi, err := os.Stat(file)
+		if err != nil {
+			return fmt.Errorf("%s: %w", im.file, err)
+		}
+		fmt.Fprintf(os.Stderr, "[images] %s: %s, %.1f MB, in %s\n", file, im.name, float64(fi.Size())/1e6, time.Since(start).Round(100*time.Millisecond))
+	}
+	return nil
+}
+
+// goBuild builds a static binary of pkg (a package of this module) into tmp.
+func goBuild(tmp, name, pkg string) (string, error) {
+	bin := filepath.Join(tmp, name)
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go build %s: %w", pkg, err)
+	}
+	return bin, nil
+}
+
+// base is what every image has: /etc/passwd and /etc/group (root, postgres 999, nonroot
+// 65532), a world-writable /tmp.
+func base() *ociimage.Layer {
+	l := ociimage.NewLayer()
+	l.Add(ociimage.Entry{Path: "/etc/passwd", Data: []byte("root:x:0:0:root:/root:/bin/sh\npostgres:x:999:999:PostgreSQL administrator:/var/lib/postgresql:/bin/sh\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")})
+	l.Add(ociimage.Entry{Path: "/etc/group", Data: []byte("root:x:0:\npostgres:x:999:\nnonroot:x:65532:\n")})
+	l.Add(ociimage.Entry{Path: "/tmp", Dir: true, Mode: 0o777 | fs.ModeSticky})
+	return l
+}
+
+func pauseImage(tmp string) (*ociimage.Layer, ociimage.Config, error) {
+	bin, err := goBuild(tmp, "pause", "./hack/images/pause")
+	if err != nil {
+		return nil, ociimage.Config{}, err
+	}
+	l := ociimage.NewLayer()
+	l.Add(ociimage.Entry{Path: "/pause", Src: bin, Mode: 0o755})
+	return l, ociimage.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"}, nil
+}
+
+func hubImage(tmp string) (*ociimage.Layer, ociimage.Config, error) {
+	bin, err := goBuild(tmp, "hub", "./cmd/hub")
+	if err != nil {
+		return nil, ociimage.Config{}, err
+	}
+	l := base()
+	l.Add(ociimage.Entry{Path: "/hub", Src: bin, Mode: 0o755})
+	return l, ociimage.Config{Entrypoint: []string{"/hub"}, User: nonRoot}, nil
+}
+
+// agentImage carries the agent and dbfleet-instance: the agent's --instance-image init container
+// runs "/dbfleet-instance --copy-to=..." of this image (pkg/agent/member/postgres.go).
+func agentImage(tmp string) (*ociimage.Layer, ociimage.Config, error) {
+	agent, err := goBuild(tmp, "agent", "./cmd/agent")
+	if err != nil {
+		return nil, ociimage.Config{}, err
+	}
+	inst, err := goBuild(tmp, "dbfleet-instance", "./cmd/instance")
+	if err != nil {
+		return nil, ociimage.Config{}, err
+	}
+	l := base()
+	l.Add(ociimage.Entry{Path: "/agent", Src: agent, Mode: 0o755})
+	l.Add(ociimage.Entry{Path: "/dbfleet-instance", Src: inst, Mode: 0o755})
+	return l, ociimage.Config{Entrypoint: []string{"/agent"}, User: nonRoot}, nil
+}
+
+// The host's PostgreSQL packages (Debian's layout, as the official image has it too).
+var (
+	pgLib   = "/usr/lib/postgresql/" + pgMajor
+	pgShare = "/usr/share/postgresql/" + pgMajor
+	// Tools of the entrypoint script, and the shell (the official image has a shell too).
+	shellTools = []string{"/bin/sh", "/bin/cat", "/bin/chmod", "/bin/chown", "/bin/id", "/bin/ls", "/bin/mkdir", "/bin/rm", "/usr/bin/setpriv"}
+)
+
+// entrypoint is the postgres image's /usr/local/bin/docker-entrypoint.sh.
+//
+//go:embed entrypoint.sh
+var entrypoint []byte
+
+// postgresImage is PostgreSQL 15 from this machine's packages: /usr/lib/postgresql/15 (without
+// the LLVM JIT, whose library alone is larger than the rest), /usr/share/postgresql/15, the time
+// zone data, the shared libraries all of it links (ldd), a shell and the entrypoint's tools, the
+// postgres user as uid 999, PATH and PGDATA as the official image sets them.
+func postgresImage(string) (*ociimage.Layer, ociimage.Config, error) {
+	if _, err := os.Stat(filepath.Join(pgLib, "bin", "postgres")); err != nil {
+		return nil, ociimage.Config{}, fmt.Errorf("the postgres image is made from this machine's PostgreSQL %s packages (apt-get install postgresql-%s): %w", pgMajor, pgMajor, err)
+	}
+	l := base()
+	skip := func(p string) bool {
+		b := filepath.Base(p)
+		return strings.HasPrefix(b, "llvmjit") || (b == "bitcode" && filepath.Dir(p) == filepath.Join(pgLib, "lib"))
+	}
+	for _, dir := range []string{pgLib, pgShare, "/usr/share/zoneinfo"} {
+		if err := l.AddHostTree(dir, skip); err != nil {
+			return nil, ociimage.Config{}, err
+		}
+	}
+	var elfs []string
+	if err := filepath.WalkDir(pgLib, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if skip(p) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.Type().IsRegular() && isELF(p) {
+			elfs = append(elfs, p)
+		}
+		return nil
+	}); err != nil {
+		return nil, ociimage.Config{}, fmt.Errorf("list %s: %w", pgLib, err)
+	}
+	for _, t := range shellTools {
+		if err := l.AddHostPath(t); err != nil {
+			return nil, ociimage.Config{}, err
+		}
+		elfs = append(elfs, t)
+	}
+	libs, err := lddClosure(elfs)
+	if err != nil {
+		return nil, ociimage.Config{}, err
+	}
+	for _, lib := range libs {
+		if err := l.AddHostPath(lib); err != nil {
+			return nil, ociimage.Config{}, err
+		}
+	}
+	l.Add(ociimage.Entry{Path: "/usr/local/bin/docker-entrypoint.sh", Data: entrypoint, Mode: 0o755})
+	l.Add(ociimage.Entry{Path: "/var/lib/postgresql", Dir: true, Mode: 0o755, UID: 999, GID: 999})
+	l.Add(ociimage.Entry{Path: "/var/lib/postgresql/data", Dir: true, Mode: 0o700, UID: 999, GID: 999})
+	l.Add(ociimage.Entry{Path: "/var/run/postgresql", Dir: true, Mode: 0o2775 | fs.ModeSetgid, UID: 999, GID: 999})
+	return l, ociimage.Config{
+		Entrypoint: []string{"/usr/local/bin/docker-entrypoint.sh"},
+		Cmd:        []string{"postgres"},
+		Env: []string{
+			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:" + pgLib + "/bin",
+			"PG_MAJOR=" + pgMajor,
+			"PGDATA=/var/lib/postgresql/data",
+		},
+	}, nil
+}
+
+func isELF(p string) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	magic := make([]byte, 4)
+	_, err = f.Read(magic)
+	return err == nil && bytes.Equal(magic, []byte("\x7fELF"))
+}
+
+// lddClosure is every shared library the files need, as ldd resolves them on this machine (ldd
+// lists the whole closure, the dynamic loader too). One ldd run reads all the files.
+func lddClosure(files []string) ([]string, error) {
+	if len(files) == 0 {
+		return nil, nil
+	}
+	// ldd exits 1 when some file is static ("not a dynamic executable"); its output still lists
+	// the others, each after a "file:" line.
+	out, err := exec.Command("ldd", files...).Output()
+	if err != nil && len(out) == 0 {
+		return nil, fmt.Errorf("ldd: %w", err)
+	}
+	seen := map[string]bool{}
+	var libs []string
+	file := files[0]
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		raw := sc.Text()
+		line := strings.TrimSpace(raw)
+		if !strings.HasPrefix(raw, "\t") && strings.HasSuffix(line, ":") {
+			file = strings.TrimSuffix(line, ":")
+			continue
+		}
+		if strings.Contains(line, "not found") {
+			return nil, fmt.Errorf("ldd %s: %s", file, line)
+		}
+		var lib string
+		if _, after, ok := strings.Cut(line, "=> "); ok {
+			lib, _, _ = strings.Cut(after, " (")
+		} else if strings.HasPrefix(line, "/") {
+			lib, _, _ = strings.Cut(line, " (")
+		}
+		if lib = strings.TrimSpace(lib); strings.HasPrefix(lib, "/") && !seen[lib] {
+			seen[lib] = true
+			libs = append(libs, lib)
+		}
+	}
+	return libs, nil
+}
