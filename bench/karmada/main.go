@@ -13,15 +13,30 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"time"
 )
 
 func main() {
-	rounds := flag.Int("rounds", 7, "interleaved rounds per strategy and size (the median is printed)")
-	roundTime := flag.Duration("round-time", 60*time.Millisecond, "how long each engine runs per round")
+	rounds := flag.Int("rounds", 9, "interleaved rounds per strategy and size (the median is printed)")
+	roundTime := flag.Duration("round-time", 100*time.Millisecond, "how long each engine runs per round")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (both engines) to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "karmada-bench:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "karmada-bench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*rounds, *roundTime); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "karmada-bench:", err)
 		os.Exit(1)
 	}
@@ -29,7 +44,6 @@ func main() {
 
 func run(rounds int, roundTime time.Duration) error {
 	start := time.Now()
-	var lines []string
 	for _, n := range Sizes {
 		fleet := Fleet(n)
 		d := NewDBFleet(fleet)
@@ -61,7 +75,6 @@ func run(rounds int, roundTime time.Duration) error {
 				}
 				dm, km := median(ns[0]), median(ns[1])
 				line := fmt.Sprintf("RATIO %s %d %.0f %.0f %.3f", name, n, dm, km, dm/km)
-				lines = append(lines, line)
 				fmt.Println(line)
 				fmt.Fprintf(os.Stderr, "progress: %s %d clusters done (%s elapsed)\n", name, n, time.Since(start).Round(time.Second))
 			}
