@@ -62,6 +62,17 @@ bench-scale: k8s-bins ## Scale benchmark: real etcd, hub API server and hub run,
 	@$(GO) build -o bin/ ./hack/benchscale
 	bin/benchscale --clusters $(CLUSTERS) --databases $(DATABASES) --out _output/bench-scale $(if $(BENCH_DOCS),--docs $(BENCH_DOCS)) $(BENCH_FLAGS)
 
+# dbfleet vs Karmada v1.16 placement (module bench/karmada, not part of `make test`).
+KARMADA_BENCH_FLAGS ?=
+
+.PHONY: bench-karmada
+bench-karmada: ## Time pkg/placement against Karmada's scheduler, interleaved rounds; prints RATIO <strategy> <clusters> <dbfleet ns/op> <karmada ns/op> <ratio>.
+	cd bench/karmada && $(GO) run . $(KARMADA_BENCH_FLAGS)
+
+.PHONY: bench-karmada-check
+bench-karmada-check: ## Agreement check: pkg/placement and Karmada's scheduler give the same shares except the known differences.
+	cd bench/karmada && $(GO) test -count=1 ./...
+
 .PHONY: lint
 lint: ## go vet and gofmt.
 	$(GO) vet ./...
