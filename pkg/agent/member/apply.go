@@ -285,6 +285,8 @@ func postgresObjects(ns, db string) []client.Object {
 	objs := []client.Object{
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ReadWriteServiceName(db)}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ReadOnlyServiceName(db)}},
+		// LoadBalancer network mode: a load balancer left behind would go on costing.
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: PrimaryLoadBalancerName(db)}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},

@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -68,6 +69,19 @@ func TestPrimaryShareReportsItsEndpointsAndSlotsForOtherClusters(t *testing.T) {
 		err := east.Client.Get(s.ctx, client.ObjectKeyFromObject(lb), &corev1.Service{})
 		return client.IgnoreNotFound(err) == nil && err != nil
 	})
+
+	// LoadBalancer again, then the share goes: so does its load balancer.
+	s.touch(func(m *dbfleetv1alpha1.MemberDatabase) { m.Spec.Network = dbfleetv1alpha1.DatabaseNetworkLoadBalancer })
+	s.eventually("LoadBalancer Service again", func() bool {
+		return east.Client.Get(s.ctx, client.ObjectKeyFromObject(lb), &corev1.Service{}) == nil
+	})
+	if err := hub.Client.Delete(s.ctx, s.mdb); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, hub.Client, s.mdb)
+	if err := east.Client.Get(s.ctx, client.ObjectKeyFromObject(lb), &corev1.Service{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the LoadBalancer Service outlived its share: %v", err)
+	}
 }
 
 // A share in another cluster than the primary's: its standbys follow the endpoint the hub wrote
