@@ -52,6 +52,10 @@ type Reconciler struct {
 	// passRecord by "cluster/namespace/name"), so that the passes which only carry hub
 	// renewals into the primary Lease need not re-apply every object.
 	passes sync.Map
+	// fenceCounted is the epoch at which each share's fence was last counted (by the same key as
+	// passes): a pass right after the fence may still read the StatefulSet from a cache without
+	// the fenced epoch, and fence again; the metric counts that fence once.
+	fenceCounted sync.Map
 	// reported is the status of each share's last report, for a cache not yet showing it.
 	reported reports
 	// unreported is when the agent first applied each share it has not reported yet (by
@@ -155,6 +159,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	passKey := req.ClusterName + "/" + req.Namespace + "/" + req.Name
 	if !mdb.DeletionTimestamp.IsZero() {
 		r.passes.Delete(passKey)
+		r.fenceCounted.Delete(passKey)
 		r.reported.forget(req.NamespacedName)
 		r.unreported.Delete(req.NamespacedName)
 		return ctrl.Result{}, r.cleanup(ctx, hub, member, mdb, req.ClusterName)
@@ -197,7 +202,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 
 	pass := r.applyShare(ctx, member, cl.GetAPIReader(), mdb, fencedAt, req.ClusterName)
 	if fencing && pass.atEpoch && !pass.replacing {
-		primariesFenced.Inc() // counted once: the StatefulSet now carries the fenced epoch
+		// Counted once: the StatefulSet now carries the fenced epoch.
+		if prev, seen := r.fenceCounted.Swap(passKey, fencedAt); !seen || prev.(int64) != fencedAt {
+			primariesFenced.Inc()
+		}
 	}
 	applyErr := pass.err()
 	setStatus(mdb, pass, fenced)
