@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"cmp"
 	"time"
 
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
@@ -70,22 +71,10 @@ type WALProgress struct {
 
 // Compare orders progress: received first, then replayed (CloudNativePG's order).
 func (p WALProgress) Compare(q WALProgress) int {
-	switch {
-	case p.Received != q.Received:
-		return cmpUint(p.Received, q.Received)
-	default:
-		return cmpUint(p.Replayed, q.Replayed)
+	if c := cmp.Compare(p.Received, q.Received); c != 0 {
+		return c
 	}
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return cmp.Compare(p.Replayed, q.Replayed)
 }
 
 // Decision is where the replicas of one DatabaseCluster go.

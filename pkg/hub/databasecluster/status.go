@@ -54,11 +54,7 @@ func degradedBecause(mdb *dbfleetv1alpha1.MemberDatabase) string {
 	if c == nil || c.Status != metav1.ConditionTrue {
 		return ""
 	}
-	msg := c.Message
-	if len(msg) > 300 {
-		msg = msg[:300] + "…"
-	}
-	return ", " + c.Reason + ": " + msg
+	return ", " + c.Reason + ": " + truncate(c.Message)
 }
 
 // AvailableThreshold is how many ready replicas a DatabaseCluster needs, besides a ready primary,
