@@ -12,13 +12,13 @@ help: ## Show the targets.
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 .PHONY: demo
-demo: k8s-bins ## Bring up the local federation, place a database, cut a member off and watch the failover (DEMO_EXIT=1: tear down and exit when done).
+demo: k8s-bins images ## Bring up the local federation, place a database, cut a member off and watch the failover (DEMO_EXIT=1: tear down and exit when done).
 	@echo "[demo] building bin/hub, bin/agent, bin/localfed, bin/demo"
 	@$(GO) build -o bin/ ./cmd/hub ./cmd/agent ./hack/localfed ./hack/demo
 	@bin/demo
 
 .PHONY: test
-test: k8s-bins ## Run unit and integration tests against real kube-apiserver/etcd (builds them on first use).
+test: k8s-bins images ## Run unit, integration and end-to-end tests: real kube-apiserver/etcd, real PostgreSQL, a local federation on real nodes (builds what it needs on first use).
 	$(GO) test -count=1 ./...
 
 .PHONY: test-unit
@@ -82,7 +82,7 @@ lint: ## go vet and gofmt.
 LOCALFED_FLAGS ?=
 
 .PHONY: localfed-up
-localfed-up: k8s-bins ## Start a local federation in the background (etcd, hub, 3 members, agents); returns once every member is Ready.
+localfed-up: k8s-bins images ## Start a local federation in the background (etcd, hub, 3 members on real nodes, agents); returns once every member is Ready.
 	@echo "[localfed] building bin/hub, bin/agent, bin/localfed"
 	@$(GO) build -o bin/ ./cmd/hub ./cmd/agent ./hack/localfed
 	@bin/localfed up $(LOCALFED_FLAGS)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"time"
 
@@ -16,14 +17,18 @@ import (
 
 // A kube-apiserver per cluster (the hub and each member), all on the one etcd under
 // --etcd-prefix=/<cluster>, on 127.0.0.1 and a free port.
+//
 
-func apiserverComponent(bin, etcdURL, cluster string, port *process.Port, p clusterPKI) layout.Component {
-	return layout.Component{Name: layout.APIServer(cluster), Args: []string{bin,
+// A member with real nodes has its API server on its first node's bridge address instead, where
+// the node's pods reach it (network.go) and from where it reaches the kubelets, with a client
+// certificate they trust.
+func apiserverComponent(bin, etcdURL, cluster, address string, port *process.Port, p clusterPKI, realNodes bool) layout.Component {
+	c := layout.Component{Name: layout.APIServer(cluster), Args: []string{bin,
 		"--etcd-servers=" + etcdURL,
 		"--etcd-prefix=/" + cluster,
 		"--secure-port=" + port.String(),
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		"--bind-address=" + address,
+		"--advertise-address=" + address,
 		"--cert-dir=" + p.certDir(),
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + p.saPub,
@@ -32,6 +37,14 @@ func apiserverComponent(bin, etcdURL, cluster string, port *process.Port, p clus
 		"--token-auth-file=" + p.tokenFile,
 		"--service-cluster-ip-range=10.96.0.0/24",
 	}}
+	if realNodes {
+		c.Args = append(c.Args,
+			"--kubelet-client-certificate="+p.kubeletClientCert(),
+			"--kubelet-client-key="+p.kubeletClientKey(),
+			// Node names do not resolve here: reach kubelets at their node IPs.
+			"--kubelet-preferred-address-types=InternalIP")
+	}
+	return c
 }
 
 // startAPIServer starts the API server of a cluster on a fresh port (another when that one was
@@ -43,17 +56,24 @@ func (f *fed) startAPIServer(ctx context.Context, cluster string) error {
 		return fmt.Errorf("%s: keys: %w", layout.APIServer(cluster), err)
 	}
 	kubeconfig := f.dir.Kubeconfig(cluster)
+	address, realNodes := "127.0.0.1", false
+	if nodes := f.st.NodesOf(cluster); len(nodes) > 0 {
+		address, realNodes = nodes[0].IP, true
+		if err := p.writeKubeletClientCerts(); err != nil {
+			return fmt.Errorf("%s: kubelet client certificate: %w", layout.APIServer(cluster), err)
+		}
+	}
 	var server string
 	err = process.RetryOnPortConflict(portAttempts, func() error {
 		port, err := process.ReservePort()
 		if err != nil {
 			return err
 		}
-		server = "https://" + port.Addr()
+		server = "https://" + net.JoinHostPort(address, port.String())
 		f.mu.Lock()
 		f.st.Servers[cluster] = server
 		f.mu.Unlock()
-		r, err := f.launch(apiserverComponent(f.bins.apiserver, f.st.EtcdURL, cluster, port, p), port)
+		r, err := f.launch(apiserverComponent(f.bins.apiserver, f.st.EtcdURL, cluster, address, port, p, realNodes), port)
 		if err != nil {
 			return err
 		}

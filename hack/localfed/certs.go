@@ -4,11 +4,14 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -93,4 +96,56 @@ func holdsCA(data []byte) bool {
 			return true
 		}
 	}
+}
+
+// The kubelets of real nodes accept clients with a certificate from the member's kubelet-client
+// CA; kube-apiserver holds one (in group system:masters) for logs, exec and port-forward.
+func (p clusterPKI) kubeletClientCA() string   { return filepath.Join(p.dir, "kubelet-client-ca.crt") }
+func (p clusterPKI) kubeletClientCert() string { return filepath.Join(p.dir, "kubelet-client.crt") }
+func (p clusterPKI) kubeletClientKey() string  { return filepath.Join(p.dir, "kubelet-client.key") }
+
+// writeKubeletClientCerts writes a fresh CA and a client certificate signed by it.
+func (p clusterPKI) writeKubeletClientCerts() error {
+	caKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localfed-kubelet-client-ca"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(1, 0, 0),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return err
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}},
+		NotBefore:    now.Add(-time.Hour), NotAfter: now.AddDate(1, 0, 0),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	for path, block := range map[string]*pem.Block{
+		p.kubeletClientCA():   {Type: "CERTIFICATE", Bytes: caDER},
+		p.kubeletClientCert(): {Type: "CERTIFICATE", Bytes: der},
+		p.kubeletClientKey():  {Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)},
+	} {
+		if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }

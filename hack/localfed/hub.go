@@ -23,7 +23,7 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/hack/localfed/layout"
-	"github.com/dbfleet/dbfleet/pkg/join"
+	joinpkg "github.com/dbfleet/dbfleet/pkg/join"
 	"github.com/dbfleet/dbfleet/test/framework/process"
 )
 
@@ -109,6 +109,11 @@ func (f *fed) joinMember(ctx context.Context, m layout.Member) error {
 	if err := kubectl(ctx, "--kubeconfig", f.dir.Kubeconfig(m.Name), "apply", "-f", manifests); err != nil {
 		return fmt.Errorf("%s: apply the agent manifests: %w", m.Name, err)
 	}
+	// The agent runs here as a local process (below), not as the manifests' Deployment: two agents
+	// would fight over the member. The Deployment stays, scaled to 0, as a user would find it.
+	if err := kubectl(ctx, "--kubeconfig", f.dir.Kubeconfig(m.Name), "-n", joinpkg.SystemNamespace, "scale", "deployment/"+joinpkg.AgentName, "--replicas=0"); err != nil {
+		return fmt.Errorf("%s: scale the agent Deployment to 0 (the agent runs as a local process): %w", m.Name, err)
+	}
 	hubKubeconfig, err := agentCredential(manifests)
 	if err != nil {
 		return fmt.Errorf("%s: %w", m.Name, err)
@@ -126,7 +131,7 @@ func (f *fed) joinMember(ctx context.Context, m layout.Member) error {
 		f.mu.Lock()
 		f.st.AgentHealth[m.Name] = health
 		f.mu.Unlock()
-		r, err := f.launch(layout.Component{Name: layout.Agent(m.Name), Args: []string{f.bins.agent,
+		args := []string{f.bins.agent,
 			"--cluster-name", m.Name,
 			"--hub-kubeconfig", f.dir.AgentHubKubeconfig(m.Name),
 			"--kubeconfig", f.dir.Kubeconfig(m.Name),
@@ -134,7 +139,12 @@ func (f *fed) joinMember(ctx context.Context, m layout.Member) error {
 			"--fence-after", f.st.FenceAfter,
 			"--metrics-bind-address", "0",
 			"--health-probe-bind-address", health,
-		}}, port)
+		}
+		if f.st.NodeKind == realNodes {
+			// postgres pods run dbfleet-instance from the agent image imported into every node.
+			args = append(args, "--instance-image", agentImage)
+		}
+		r, err := f.launch(layout.Component{Name: layout.Agent(m.Name), Args: args}, port)
 		if err != nil {
 			return err
 		}
@@ -162,10 +172,10 @@ func agentCredential(manifests string) ([]byte, error) {
 		if err := yaml.Unmarshal(doc, &secret); err != nil || secret.Kind != "Secret" {
 			continue
 		}
-		if kc, ok := secret.Data[join.KubeconfigKey]; ok {
+		if kc, ok := secret.Data[joinpkg.KubeconfigKey]; ok {
 			return kc, nil
 		}
-		if kc, ok := secret.StringData[join.KubeconfigKey]; ok {
+		if kc, ok := secret.StringData[joinpkg.KubeconfigKey]; ok {
 			return []byte(kc), nil
 		}
 	}

@@ -1,10 +1,11 @@
 // Command localfed runs a local federation for dbfleet: one etcd, a hub kube-apiserver with the
 // dbfleet CRDs and `hub run`, and member clusters (kube-apiserver, kube-controller-manager,
-// kube-scheduler and kwok with fake Nodes), each joined with `hub join` and served by an agent
-// running as a local process. Every process runs detached with a pid file, so the federation
-// outlives the command and is stopped by pid. See docs/localfed.md.
+// kube-scheduler and real nodes: a kubelet and containerd each, pods running with runc; or kwok
+// with fake Nodes), each joined with `hub join` and served by an agent running as a local
+// process. Every process runs detached with a pid file, so the federation outlives the command
+// and is stopped by pid. See docs/localfed.md.
 //
-//	localfed up [--members east,west,central] [--cluster-grace-period 20s] [--heartbeat-interval 5s] [--fence-after 15s] [--volumes 60]
+//	localfed up [--members east,west,central] [--nodes real|kwok] [--nodes-per-member 1] [--cluster-grace-period 20s] [--heartbeat-interval 5s] [--fence-after 15s] [--volumes 60]
 //	localfed down
 //	localfed status
 //	localfed stop COMPONENT     # e.g. agent-west: a fault to watch
@@ -65,6 +66,9 @@ func main() {
 		fs.DurationVar(&o.heartbeatInterval, "heartbeat-interval", 5*time.Second, "the agents' --heartbeat-interval (and hub join's)")
 		fs.DurationVar(&o.fenceAfter, "fence-after", 15*time.Second, "the agents' --fence-after (and hub join's)")
 		fs.IntVar(&o.volumes, "volumes", 60, "PersistentVolumes made for each member (each replica that ever existed keeps one)")
+		fs.StringVar(&o.nodes, "nodes", realNodes, "the members' nodes: real (kubelet, containerd and runc; pods run as containers; needs root and Linux) "+
+			"or kwok (fake nodes whose pods run nothing: for scale, and for machines where real ones cannot run)")
+		fs.IntVar(&o.nodesPerMember, "nodes-per-member", 1, "nodes in each member cluster")
 	}
 	if err := fs.Parse(args); err != nil {
 		os.Exit(2)
@@ -82,12 +86,18 @@ func main() {
 		if o.volumes < 0 {
 			fail(fmt.Errorf("--volumes must not be negative, got %d", o.volumes))
 		}
+		if o.nodes != realNodes && o.nodes != kwokNodes {
+			fail(fmt.Errorf("--nodes must be %s or %s, got %q", realNodes, kwokNodes, o.nodes))
+		}
+		if o.nodesPerMember < 1 || o.nodesPerMember > 9 {
+			fail(fmt.Errorf("--nodes-per-member must be 1 to 9, got %d", o.nodesPerMember))
+		}
 		bin, err := filepath.Abs(*binFlag)
 		if err != nil {
 			fail(err)
 		}
 		crds, _ := filepath.Abs(filepath.Join("deploy", "crds"))
-		bins, err := findBinaries(bin, crds)
+		bins, err := findBinaries(bin, crds, o.nodes)
 		if err != nil {
 			fail(err)
 		}

@@ -46,18 +46,22 @@ func kwokComponent(bin, stages, member, kubeconfig string) layout.Component {
 	}}
 }
 
-// startMemberControlPlane starts the controllers, scheduler and kwok of a member whose API server
-// is ready, then creates its fake Nodes and volumes and waits until the Nodes take Pods.
+// startMemberControlPlane starts the controllers, scheduler and kwok (or the real nodes) of a
+// member whose API server is ready, creates its volumes and waits until the Nodes take Pods.
 func (f *fed) startMemberControlPlane(ctx context.Context, m layout.Member) error {
 	kubeconfig := f.dir.Kubeconfig(m.Name)
 	p := clusterPKI{dir: f.dir.PKI(m.Name)}
 	p.saKey = p.dir + "/sa.key"
-	var procs []*process.Process
-	for _, c := range []layout.Component{
+	components := []layout.Component{
 		controllerManagerComponent(f.bins.controllerManager, m.Name, kubeconfig, p),
 		schedulerComponent(f.bins.scheduler, m.Name, kubeconfig),
-		kwokComponent(f.bins.kwok, f.bins.kwokStages, m.Name, kubeconfig),
-	} {
+	}
+	if f.st.NodeKind == realNodes {
+		return f.startRealMember(ctx, m, components)
+	}
+	components = append(components, kwokComponent(f.bins.kwok, f.bins.kwokStages, m.Name, kubeconfig))
+	var procs []*process.Process
+	for _, c := range components {
 		r, err := f.launch(c)
 		if err != nil {
 			return err
@@ -68,7 +72,7 @@ func (f *fed) startMemberControlPlane(ctx context.Context, m layout.Member) erro
 	if err != nil {
 		return err
 	}
-	if err := createNodes(ctx, cs, m); err != nil {
+	if err := createNodes(ctx, cs, m, f.nodesPerMember); err != nil {
 		return fmt.Errorf("%s: fake Nodes: %w", m.Name, err)
 	}
 	if err := createVolumes(ctx, cs, m, f.volumes); err != nil {
@@ -76,9 +80,9 @@ func (f *fed) startMemberControlPlane(ctx context.Context, m layout.Member) erro
 	}
 	// The Nodes are usable once kwok reports them Ready and the node lifecycle controller lifts
 	// their not-ready taint; a crash of any of the three processes fails the wait at once.
-	if err := waitReady(ctx, m.Name+"'s fake Nodes", 2*time.Minute, nodesSchedulable(cs), procs...); err != nil {
+	if err := waitReady(ctx, m.Name+"'s fake Nodes", 2*time.Minute, nodesSchedulable(cs, f.nodesPerMember), procs...); err != nil {
 		return err
 	}
-	say("%s: %d fake Nodes Ready and schedulable (%s/%s), %d volumes", m.Name, nodesPerMember, m.Region, m.Zone, f.volumes)
+	say("%s: %d fake Nodes Ready and schedulable (%s/%s), %d volumes", m.Name, f.nodesPerMember, m.Region, m.Zone, f.volumes)
 	return nil
 }

@@ -13,13 +13,11 @@ import (
 	"github.com/dbfleet/dbfleet/hack/localfed/layout"
 )
 
-// Each member gets nodesPerMember fake Nodes that kwok manages (it selects them by annotation),
-// labelled with the member's region and zone, each with room for a few databases.
+// With --nodes kwok each member gets --nodes-per-member fake Nodes that kwok manages (it selects
+// them by annotation), labelled with the member's region and zone, each with room for a few
+// databases.
 
-const (
-	nodesPerMember     = 3
-	fakeNodeAnnotation = "kwok.x-k8s.io/node"
-)
+const fakeNodeAnnotation = "kwok.x-k8s.io/node"
 
 func fakeNode(m layout.Member, i int) *corev1.Node {
 	name := fmt.Sprintf("%s-node-%d", m.Name, i)
@@ -47,8 +45,8 @@ func fakeNode(m layout.Member, i int) *corev1.Node {
 
 // createNodes creates the member's fake Nodes with their capacity (a kubelet registers its Node
 // the same way, status included).
-func createNodes(ctx context.Context, cs kubernetes.Interface, m layout.Member) error {
-	for i := range nodesPerMember {
+func createNodes(ctx context.Context, cs kubernetes.Interface, m layout.Member, count int) error {
+	for i := range count {
 		want := fakeNode(m, i)
 		got, err := cs.CoreV1().Nodes().Create(ctx, want, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
@@ -69,7 +67,7 @@ func createNodes(ctx context.Context, cs kubernetes.Interface, m layout.Member) 
 
 // nodesSchedulable succeeds once every fake Node is Ready and carries no NoSchedule or NoExecute
 // taint (the node lifecycle controller removes node.kubernetes.io/not-ready once kwok reports Ready).
-func nodesSchedulable(cs kubernetes.Interface) func(context.Context) error {
+func nodesSchedulable(cs kubernetes.Interface, count int) func(context.Context) error {
 	return func(ctx context.Context) error {
 		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -93,8 +91,8 @@ func nodesSchedulable(cs kubernetes.Interface) func(context.Context) error {
 			}
 			ok++
 		}
-		if ok < nodesPerMember {
-			return fmt.Errorf("%d of %d nodes", ok, nodesPerMember)
+		if ok < count {
+			return fmt.Errorf("%d of %d nodes", ok, count)
 		}
 		return nil
 	}

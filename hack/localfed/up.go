@@ -24,27 +24,48 @@ type upOptions struct {
 	heartbeatInterval time.Duration
 	fenceAfter        time.Duration
 	volumes           int
+	nodes             string // "real" or "kwok"
+	nodesPerMember    int
 }
+
+const (
+	realNodes = "real"
+	kwokNodes = "kwok"
+)
 
 // binaries are the programs the federation runs, by absolute path.
 type binaries struct {
-	etcd, apiserver, controllerManager, scheduler, kwok, kwokStages string
-	hub, agent                                                      string
-	crds                                                            string
+	etcd, apiserver, controllerManager, scheduler, kwok, kwokStages, kubelet string
+	hub, agent                                                               string
+	crds                                                                     string
+	images                                                                   string // the OCI archives real nodes import
 }
 
-func findBinaries(binDir, crds string) (binaries, error) {
+func findBinaries(binDir, crds, nodes string) (binaries, error) {
 	k8s := filepath.Join(binDir, "k8s")
 	b := binaries{
 		etcd: filepath.Join(k8s, "etcd"), apiserver: filepath.Join(k8s, "kube-apiserver"),
 		controllerManager: filepath.Join(k8s, "kube-controller-manager"), scheduler: filepath.Join(k8s, "kube-scheduler"),
-		kwok: filepath.Join(k8s, "kwok"), kwokStages: filepath.Join(k8s, "kwok-stages.yaml"),
-		hub: filepath.Join(binDir, "hub"), agent: filepath.Join(binDir, "agent"), crds: crds,
+		kwok: filepath.Join(k8s, "kwok"), kwokStages: filepath.Join(k8s, "kwok-stages.yaml"), kubelet: filepath.Join(k8s, "kubelet"),
+		hub: filepath.Join(binDir, "hub"), agent: filepath.Join(binDir, "agent"), crds: crds, images: filepath.Join(binDir, "images"),
+	}
+	need := []string{b.etcd, b.apiserver, b.controllerManager, b.scheduler}
+	if nodes == realNodes {
+		need = append(need, b.kubelet)
+	} else {
+		need = append(need, b.kwok, b.kwokStages)
 	}
 	var missing []string
-	for _, p := range []string{b.etcd, b.apiserver, b.controllerManager, b.scheduler, b.kwok, b.kwokStages} {
+	for _, p := range need {
 		if _, err := os.Stat(p); err != nil {
 			missing = append(missing, rel(p)+" (make k8s-bins)")
+		}
+	}
+	if nodes == realNodes {
+		for _, image := range memberImages {
+			if p := filepath.Join(b.images, image); !exists(p) {
+				missing = append(missing, rel(p)+" (make images)")
+			}
 		}
 	}
 	for _, p := range []string{b.hub, b.agent} {
@@ -61,11 +82,17 @@ func findBinaries(binDir, crds string) (binaries, error) {
 	return b, nil
 }
 
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
 // fed is a federation being brought up.
 type fed struct {
-	dir     layout.Dir
-	bins    binaries
-	volumes int // PersistentVolumes per member
+	dir            layout.Dir
+	bins           binaries
+	volumes        int // PersistentVolumes per member
+	nodesPerMember int
 
 	mu    sync.Mutex // guards st and procs
 	st    *layout.State
@@ -103,18 +130,29 @@ func up(ctx context.Context, d layout.Dir, bins binaries, o upOptions) error {
 				rel(string(d)), len(alive), strings.Join(alive, ", "), rel(d.Kubeconfig(layout.HubCluster)))
 			return errAlreadyRunning
 		}
-		say("removing %s left by an earlier run (none of its processes is alive)", rel(string(d)))
-		if err := os.RemoveAll(string(d)); err != nil {
+		say("cleaning up %s left by an earlier run (none of its processes is alive)", rel(string(d)))
+		if err := down(d, true); err != nil {
 			return err
 		}
 	}
 	if err := d.Create(); err != nil {
 		return err
 	}
-	f := &fed{dir: d, bins: bins, volumes: o.volumes, procs: map[string]*process.Process{}, st: &layout.State{
+	f := &fed{dir: d, bins: bins, volumes: o.volumes, nodesPerMember: o.nodesPerMember, procs: map[string]*process.Process{}, st: &layout.State{
 		Started: time.Now().UTC(), Members: o.members, Servers: map[string]string{}, AgentHealth: map[string]string{},
 		GracePeriod: o.gracePeriod.String(), HeartbeatInterval: o.heartbeatInterval.String(), FenceAfter: o.fenceAfter.String(),
+		NodeKind: o.nodes,
 	}}
+	if o.nodes == realNodes {
+		if err := ensureHostTools(ctx); err != nil {
+			_ = os.RemoveAll(string(d))
+			return err
+		}
+		if err := f.planNodes(); err != nil {
+			_ = os.RemoveAll(string(d))
+			return err
+		}
+	}
 	if err := d.Save(f.st); err != nil {
 		return err
 	}
@@ -122,7 +160,8 @@ func up(ctx context.Context, d layout.Dir, bins binaries, o upOptions) error {
 	for i, m := range o.members {
 		names[i] = fmt.Sprintf("%s (%s/%s)", m.Name, m.Region, m.Zone)
 	}
-	say("starting a hub and %d member clusters: %s; state in %s", len(o.members), strings.Join(names, ", "), rel(string(d)))
+	say("starting a hub and %d member clusters: %s, %d %s node(s) each; state in %s", len(o.members), strings.Join(names, ", "),
+		o.nodesPerMember, o.nodes, rel(string(d)))
 	if err := f.bringUp(ctx); err != nil {
 		say("FAILED: %v", err)
 		say("stopping what was started")
@@ -142,6 +181,9 @@ func (f *fed) bringUp(ctx context.Context) error {
 	if err := f.startEtcd(ctx); err != nil {
 		return err
 	}
+	if err := f.createNodeNetwork(ctx); err != nil {
+		return fmt.Errorf("the real nodes' network: %w; %s", err, kwokHint)
+	}
 
 	say("starting %d kube-apiservers (a minute or so on a busy machine)", 1+len(f.st.Members))
 	var steps []func(context.Context) error
@@ -152,7 +194,11 @@ func (f *fed) bringUp(ctx context.Context) error {
 		return err
 	}
 
-	say("starting each member's controller manager, scheduler and kwok, and the hub")
+	if f.st.NodeKind == realNodes {
+		say("starting each member's controller manager, scheduler and real nodes (containerd, kubelet), and the hub")
+	} else {
+		say("starting each member's controller manager, scheduler and kwok, and the hub")
+	}
 	steps = nil
 	for _, m := range f.st.Members {
 		steps = append(steps, func(ctx context.Context) error { return f.startMemberControlPlane(ctx, m) })

@@ -85,7 +85,8 @@ func run(m *testing.M) int {
 }
 
 // buildBinaries builds hub, agent and localfed from the checkout into bin, and links bin/k8s to
-// the Kubernetes binaries, the layout `localfed up --bin` expects.
+// the Kubernetes binaries and bin/images to the node images (make images), the layout
+// `localfed up --bin` expects.
 func buildBinaries(bin string) error {
 	if err := framework.Build(bin, "./cmd/hub", "./cmd/agent", "./hack/localfed"); err != nil {
 		return err
@@ -94,11 +95,18 @@ func buildBinaries(bin string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(filepath.Join(k8s, "kwok")); err != nil {
-		return fmt.Errorf("kwok not found in %s (run `make k8s-bins`): %w", k8s, err)
+	if _, err := os.Stat(filepath.Join(k8s, "kubelet")); err != nil {
+		return fmt.Errorf("kubelet not found in %s (run `make k8s-bins`): %w", k8s, err)
 	}
 	k8s, err = filepath.Abs(k8s)
 	if err != nil {
+		return err
+	}
+	images := filepath.Join(framework.RepoRoot(), "bin", "images")
+	if _, err := os.Stat(filepath.Join(images, "postgres-15.tar")); err != nil {
+		return fmt.Errorf("the node images are not in %s (run `make images`): %w", images, err)
+	}
+	if err := os.Symlink(images, filepath.Join(bin, "images")); err != nil {
 		return err
 	}
 	return os.Symlink(k8s, filepath.Join(bin, "k8s"))

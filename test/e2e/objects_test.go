@@ -84,14 +84,14 @@ func (f *federation) setUp(t *testing.T, ns string, placement policyv1alpha1.Pla
 	return pp
 }
 
-// newDatabase is a postgres of the given replicas whose primary prefers the given cluster
+// newDatabase is a PostgreSQL 15 of the given replicas whose primary prefers the given cluster
 // ("" for no preference). It requests no resources, so capacity never limits placement.
 func newDatabase(ns, name string, replicas int32, primary string) *dbfleetv1alpha1.DatabaseCluster {
 	dbc := &dbfleetv1alpha1.DatabaseCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: dbfleetv1alpha1.DatabaseClusterSpec{
 			DatabaseTemplate: dbfleetv1alpha1.DatabaseTemplate{
-				Engine: dbfleetv1alpha1.EnginePostgres, Version: "16.4",
+				Engine: dbfleetv1alpha1.EnginePostgres, Version: "15", // postgres:15, imported into every node
 				Storage: dbfleetv1alpha1.StorageSpec{Size: resource.MustParse("1Gi")},
 			},
 			Replicas: replicas,

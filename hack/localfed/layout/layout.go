@@ -56,6 +56,12 @@ func Kwok(member string) string { return "kwok-" + member }
 // Agent is a member's dbfleet agent.
 func Agent(member string) string { return "agent-" + member }
 
+// Containerd is the container runtime of a real node.
+func Containerd(node string) string { return "containerd-" + node }
+
+// Kubelet is the kubelet of a real node.
+func Kubelet(node string) string { return "kubelet-" + node }
+
 // Dir is a state directory. Its paths are as absolute as the Dir is.
 type Dir string
 
@@ -97,6 +103,10 @@ func (d Dir) AgentManifests(member string) string { return d.Path(member + "-age
 // AgentHubKubeconfig is a member agent's credential for the hub.
 func (d Dir) AgentHubKubeconfig(member string) string { return d.Path(member + "-hub.kubeconfig") }
 
+// NodeDir holds a real node's containerd (root, state, socket, config), kubelet (root dir,
+// config, pod logs), CNI configuration and IPAM state, and the node's volumes.
+func (d Dir) NodeDir(node string) string { return d.Path("nodes", node) }
+
 // Demo holds what make demo applied.
 func (d Dir) Demo() string { return d.Path("demo") }
 
@@ -127,6 +137,44 @@ type State struct {
 	HeartbeatInterval string            `json:"heartbeatInterval"`
 	FenceAfter        string            `json:"fenceAfter"`
 	Components        []Component       `json:"components"`
+	// NodeKind is "real" (kubelet, containerd and runc: pods run as containers) or "kwok".
+	NodeKind string `json:"nodeKind"`
+	// Network is the real nodes' network: one bridge per node. Empty with kwok.
+	Network *Network `json:"network,omitempty"`
+	// Nodes are the real nodes, in creation order. Empty with kwok.
+	Nodes []Node `json:"nodes,omitempty"`
+}
+
+// Network is the address plan of the real nodes: node k (from 1) has bridge BridgePrefix<k>
+// with address 10.<Octet>.<k>.1/24, its pods take the rest of that /24, and a nat chain
+// Chain sends each pod's traffic for its cluster's `kubernetes` Service to its API server.
+type Network struct {
+	Octet        int    `json:"octet"`
+	BridgePrefix string `json:"bridgePrefix"`
+	Chain        string `json:"chain"`
+}
+
+// Node is one real node of a member.
+type Node struct {
+	Name        string `json:"name"`
+	Member      string `json:"member"`
+	Index       int    `json:"index"`  // k: bridge, subnet
+	Bridge      string `json:"bridge"` // e.g. lf210n1
+	Subnet      string `json:"subnet"` // e.g. 10.210.1.0/24
+	IP          string `json:"ip"`     // the bridge's address: the node IP
+	KubeletPort int    `json:"kubeletPort"`
+	Socket      string `json:"socket"` // containerd's
+}
+
+// NodesOf are the member's real nodes.
+func (st *State) NodesOf(member string) []Node {
+	var out []Node
+	for _, n := range st.Nodes {
+		if n.Member == member {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // MemberNames are the members' names, in order.
