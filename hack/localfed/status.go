@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dbfleet/dbfleet/hack/localfed/layout"
 	"github.com/dbfleet/dbfleet/test/framework/process"
@@ -49,6 +53,9 @@ func status(d layout.Dir) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", n, pidText, state, rel(d.LogFile(n)))
 	}
 	_ = w.Flush()
+	if down < len(names) {
+		printNodes(d, st)
+	}
 	if down == len(names) {
 		return errNothingRuns
 	}
@@ -56,6 +63,48 @@ func status(d layout.Dir) error {
 		return fmt.Errorf("%d of %d components are not running", down, len(names))
 	}
 	return nil
+}
+
+// printNodes prints each member's Nodes as its API server reports them: readiness, runtime and
+// kubelet version, node IP (and, for real nodes, the bridge and pod subnet).
+func printNodes(d layout.Dir, st *layout.State) {
+	fmt.Printf("\nnodes (%s):\n", st.NodeKind)
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "MEMBER\tNODE\tREADY\tRUNTIME\tKUBELET\tINTERNAL-IP\tBRIDGE\tPOD SUBNET")
+	for _, m := range st.Members {
+		cs, err := clientFor(d.Kubeconfig(m.Name))
+		var nodes *corev1.NodeList
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			nodes, err = cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			cancel()
+		}
+		if err != nil {
+			fmt.Fprintf(w, "%s\t-\t(API server unreachable: %v)\t\t\t\t\t\n", m.Name, err)
+			continue
+		}
+		for _, n := range nodes.Items {
+			bridge, subnet := "-", "-"
+			for _, rn := range st.Nodes {
+				if rn.Name == n.Name {
+					bridge, subnet = rn.Bridge, rn.Subnet
+				}
+			}
+			ip := "-"
+			for _, a := range n.Status.Addresses {
+				if a.Type == corev1.NodeInternalIP {
+					ip = a.Address
+				}
+			}
+			ready := "False"
+			if nodeReady(&n) {
+				ready = "True"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, n.Name, ready, n.Status.NodeInfo.ContainerRuntimeVersion,
+				n.Status.NodeInfo.KubeletVersion, ip, bridge, subnet)
+		}
+	}
+	_ = w.Flush()
 }
 
 // errNothingRuns: status exits 3 when no process of the federation is alive (1 when some are not).

@@ -1,14 +1,15 @@
 // Package e2e runs dbfleet end to end on a real local federation. The suite builds hub, agent and
 // localfed from the checkout into a temporary directory, brings up one federation of three
 // members (east, west, central) with `localfed up --dir <tmp>` — real kube-apiservers,
-// controller managers, schedulers and kwok Nodes, so StatefulSets get Pods that become Ready —
+// controller managers, schedulers and a real node each (kubelet, containerd, runc), so every
+// database is a real PostgreSQL whose Pods become Ready when its instances say so —
 // and tears it down by its pid files with `localfed down` when the suite ends (also on an
 // interrupt, or just before `go test` would kill it at its -timeout).
 //
 // Every agent reaches the hub through a proxy of the suite's own (its hub kubeconfig is pointed
 // at the proxy and the agent restarted with `localfed stop` and `start`), so a test can cut one
 // agent off the hub while it keeps running. Faults are driven through localfed, by pid file.
-// Timings are shortened by flags: heartbeat 1 s, fenceAfter 4 s, cluster grace period 5 s; the
+// Timings are shortened by flags: heartbeat 1 s, fenceAfter 8 s, cluster grace period 8 s; the
 // tests' policies tolerate dbfleet.io/unreachable for 5 s.
 //
 // The tests, each logging what it measured (run with -v):
@@ -26,7 +27,7 @@
 //     promotes, and no state ever has two unfenced primaries holding unexpired primary Leases.
 //   - TestHubRestartMidFailover: the hub restarts while a failover waits out its toleration.
 //   - TestPropagationLatency: create → StatefulSets → Pods Ready → Available, p50 and max, for a
-//     burst of 20 DatabaseClusters and for 10 one at a time (docs/performance.md).
+//     burst of 10 DatabaseClusters and for 5 one at a time (docs/performance.md).
 //
 // It needs the Kubernetes binaries of `make k8s-bins` (bin/k8s, or $KUBEBUILDER_ASSETS), about
 // 2 GB of memory and 3 to 5 minutes, and is skipped by `go test -short`. Run it alone with

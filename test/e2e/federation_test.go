@@ -27,11 +27,14 @@ import (
 )
 
 // The suite's federation settings: short, so a failover takes seconds, yet with room for a
-// loaded 2-core machine to renew a 1 s heartbeat well within the fence and grace periods.
+// loaded 2-core machine to renew a 1 s heartbeat well within the fence and grace periods. On real
+// nodes the instance manager stops writes 2 s before its primary Lease (fenceAfter from the last
+// hub renewal) runs out and reads the Lease every second: with a fenceAfter of 4 s a busy moment
+// of 2 s fenced healthy primaries, so it is 8 s, and the grace period follows it.
 const (
 	heartbeatInterval  = 1 * time.Second
-	fenceAfter         = 4 * time.Second
-	clusterGracePeriod = 5 * time.Second
+	fenceAfter         = 8 * time.Second
+	clusterGracePeriod = 8 * time.Second
 	// toleration is how long the tests' policies tolerate dbfleet.io/unreachable:NoExecute.
 	toleration = 5 * time.Second
 )

@@ -28,6 +28,7 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
+	"github.com/dbfleet/dbfleet/pkg/instance/decide"
 )
 
 // FieldOwner is the server-side apply field manager of everything the agent writes.
@@ -308,7 +309,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, hub client.Client, before,
 
 // nextLook schedules the next reconcile of a live primary share. The primary Lease it just
 // wrote expires at the fence deadline; the share comes back when a third of fenceAfter is left
-// of it (10 s after the renewal it carries, at the defaults), by when the agent has renewed
+// of it, and never less than leaseInHand (10 s after the renewal it carries, at the defaults), by when the agent has renewed
 // again, and carries the latest renewal into the Lease. Without a newer renewal by then, it
 // comes back at the deadline itself, to fence. At the default 5 s heartbeat this settles at one
 // look per heartbeat, and the Lease always has a third of fenceAfter left when it is rewritten.
@@ -321,9 +322,15 @@ func (r *Reconciler) nextLook(livePrimary bool) time.Duration {
 	return lookAfter(time.Until(r.Guard.Deadline()), r.Guard.FenceAfter())
 }
 
+// leaseInHand is the least of the primary Lease nextLook keeps left when it rewrites it: the
+// instance manager stops writes decide.FenceSafety before the Lease ends and reads it every second
+// or so, and a busy member API server can take a second or two; a third of a short fenceAfter
+// (2.7 s of 8 s) was less than that, and healthy primaries fenced themselves.
+const leaseInHand = decide.FenceSafety + 3*time.Second
+
 // lookAfter is nextLook's arithmetic: until is the time left to the fence deadline.
 func lookAfter(until, fenceAfter time.Duration) time.Duration {
-	next := until - fenceAfter/3
+	next := until - max(fenceAfter/3, leaseInHand)
 	if next <= 0 {
 		next = until
 	}
