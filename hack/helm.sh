@@ -16,8 +16,14 @@ trap '[[ -n "$ticker" ]] && kill "$ticker" 2>/dev/null; true' EXIT
 log() { printf '[helm %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 version="$(cd "$dir" && go list -m -f '{{.Version}}' helm.sh/helm/v3)"
+# The Kubernetes version helm template and helm lint assume (.Capabilities.KubeVersion), from the
+# client-go helm builds with, as helm's Makefile sets it; without it they assume v1.20.
+k8s_minor="$(cd "$dir" && go list -m -f '{{.Version}}' k8s.io/client-go | cut -d. -f2)"
 # helm reports its version from ldflags, as its release build sets them.
 ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$version -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+	ldflags="$ldflags -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$k8s_minor"
+done
 key="$( (cat "$dir/go.mod" "$dir/go.sum"; echo "$ldflags") | sha256sum | cut -c1-16)"
 target="$cache/helm-$version-$key"
 
