@@ -113,3 +113,7 @@ push: ## Build the hub and agent images (labels: VERSION) and push them as IMAGE
 .PHONY: helm
 helm: ## Build helm from the Go module proxy into ~/.cache/dbfleet/tools (cached) and link it to bin/helm.
 	@hack/helm.sh >/dev/null
+
+.PHONY: helm-lint
+helm-lint: ## helm lint --strict both charts and render them at their defaults (helm built by hack/helm.sh; make test runs the same in deploy/charts).
+	@helm="$$(hack/helm.sh)"; for c in deploy/charts/*/; do "$$helm" lint --strict "$$c" && "$$helm" template "$$(basename $$c)" "$$c" >/dev/null || exit 1; done
