@@ -27,12 +27,21 @@ done
 key="$( (cat "$dir/go.mod" "$dir/go.sum"; echo "$ldflags") | sha256sum | cut -c1-16)"
 target="$cache/helm-$version-$key"
 
+# Test packages that run in parallel (go test ./...) may all ask for helm on a cold cache: one
+# builds, the others wait for it here.
+exec 9>"$cache/helm.lock"
+if ! flock -n 9; then
+	log "waiting for another build of helm to finish"
+	flock 9
+fi
+
 if [[ -x "$target" ]]; then
 	log "cached ($target)"
 else
 	log "building helm.sh/helm/v3/cmd/helm $version (cold: a few minutes of CPU on 2 cores)"
 	start=$SECONDS
-	( while sleep 30; do log "still building ($((SECONDS - start))s)"; done ) &
+	# The ticker must not hold the lock (fd 9): its sleep would outlive the build.
+	( exec 9>&-; while sleep 30; do log "still building ($((SECONDS - start))s)"; done ) &
 	ticker=$!
 	# Build into a temporary name first so an interrupted build never looks cached.
 	if ! (cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$target.tmp" helm.sh/helm/v3/cmd/helm); then
