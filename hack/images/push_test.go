@@ -241,3 +241,15 @@ func copyAndRunAsPostgres(t *testing.T, bin string) {
 		t.Errorf("the copy run as uid 999 printed %q, want the instance manager's usage", out)
 	}
 }
+
+// TestElfInterpreterSeesADynamicExecutable: the static check above would pass anything if it
+// could not see a dynamic loader; this machine's ls has one.
+func TestElfInterpreterSeesADynamicExecutable(t *testing.T) {
+	ls, err := exec.LookPath("ls")
+	if err != nil {
+		t.Skip("no ls")
+	}
+	if interp := elfInterpreter(t, ls); !strings.Contains(interp, "ld-") {
+		t.Errorf("elfInterpreter(%s) = %q, want the dynamic loader", ls, interp)
+	}
+}
