@@ -95,3 +95,25 @@ localfed-down: ## Stop every process of the local federation by its pid file and
 .PHONY: k8s-bins
 k8s-bins: ## Build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, etcd and kwok into bin/k8s (cached).
 	@hack/k8s-bins.sh
+
+# Publishing: make push IMAGE_REPO=registry.example.com/dbfleet [IMAGE_TAG=v0.1.0]. The version
+# labels and the default tag come from git describe; credentials from docker/podman login files.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+IMAGE_REPO ?=
+IMAGE_TAG ?= $(VERSION)
+IMAGE_PUSH_FLAGS ?=
+
+.PHONY: push
+push: ## Build the hub and agent images (labels: VERSION) and push them as IMAGE_REPO/hub:IMAGE_TAG and IMAGE_REPO/agent:IMAGE_TAG (go-containerregistry, no Docker).
+	@if [ -z "$(IMAGE_REPO)" ]; then echo "make push needs IMAGE_REPO, e.g. make push IMAGE_REPO=registry.example.com/dbfleet"; exit 1; fi
+	@echo "[images] building bin/images/{agent,hub}.tar, version $(VERSION)"
+	@$(GO) run ./hack/images --out bin/images --only agent,hub --version $(VERSION)
+	@$(GO) run ./hack/images push --from bin/images --repo $(IMAGE_REPO) --tag $(IMAGE_TAG) $(IMAGE_PUSH_FLAGS)
+
+.PHONY: helm
+helm: ## Build helm from the Go module proxy into ~/.cache/dbfleet/tools (cached) and link it to bin/helm.
+	@hack/helm.sh >/dev/null
+
+.PHONY: helm-lint
+helm-lint: ## helm lint --strict both charts and render them at their defaults (helm built by hack/helm.sh; make test runs the same in deploy/charts).
+	@helm="$$(hack/helm.sh)"; for c in deploy/charts/*/; do "$$helm" lint --strict "$$c" && "$$helm" template "$$(basename $$c)" "$$c" >/dev/null || exit 1; done

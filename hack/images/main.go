@@ -1,13 +1,21 @@
-// Command images builds the container images the local federation's real nodes run, as OCI
-// archives in bin/images/ (make images), without Docker or a registry:
+// Command images builds the container images dbfleet runs, as OCI archives in bin/images/
+// (make images), without Docker or a registry:
 //
-//	pause.tar        ghcr.io/dbfleet/pause:dev     the sandbox image of every pod (hack/images/pause)
+//	pause.tar        ghcr.io/dbfleet/pause:dev     the sandbox image of the local nodes' pods (hack/images/pause)
 //	postgres-15.tar  postgres:15                   this machine's PostgreSQL 15 packages
 //	agent.tar        ghcr.io/dbfleet/agent:dev     /agent and /dbfleet-instance
 //	hub.tar          ghcr.io/dbfleet/hub:dev       /hub
 //
+// The hub and agent images are static binaries on an empty base with passwd and group, run as
+// 65532:65532, and carry the org.opencontainers.image.{version,revision,source} labels of the
+// build (--version, default `git describe --tags --always --dirty`; --revision, default the
+// commit). Their repositories come from pkg/images, as do the references the install files name.
+//
 // postgres-15 carries the name the agent gives a database of engine postgres, version "15" and
 // no spec.image, so such a database runs as it is once the archive is imported into a node.
+//
+// `images push --repo R --tag T` pushes bin/images/{hub,agent}.tar as R/hub:T and R/agent:T
+// (make push IMAGE_REPO=R).
 package main
 
 import (
@@ -23,14 +31,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dbfleet/dbfleet/pkg/images"
 	"github.com/dbfleet/dbfleet/pkg/ociimage"
 )
 
-// The images' names; hack/localfed imports the archives and points containerd at PauseImage.
+// The archives' image names; hack/localfed imports the archives and points containerd at
+// PauseImage. The local tag "dev" keeps them apart from published images.
 const (
-	PauseImage    = "ghcr.io/dbfleet/pause:dev"
-	AgentImage    = "ghcr.io/dbfleet/agent:dev"
-	HubImage      = "ghcr.io/dbfleet/hub:dev"
+	LocalTag      = "dev"
+	PauseImage    = images.Registry + "/pause:" + LocalTag
+	AgentImage    = images.AgentRepository + ":" + LocalTag
+	HubImage      = images.HubRepository + ":" + LocalTag
 	PostgresImage = "postgres:15" // what pkg/agent/member.Image gives engine postgres, version "15"
 )
 
@@ -38,26 +49,76 @@ const (
 const pgMajor = "15"
 
 // nonRoot is the user the hub and agent run as (the distroless "nonroot" uid).
-const nonRoot = "65532:65532"
+const nonRoot = images.NonRootUser
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "push" {
+		if err := pushMain(os.Args[2:]); err != nil {
+			fmt.Fprintf(os.Stderr, "[images] %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	out := flag.String("out", "bin/images", "Directory to write the archives into.")
 	only := flag.String("only", "", "Comma-separated images to build (pause,postgres-15,agent,hub); empty: all.")
+	var m buildMeta
+	flag.StringVar(&m.version, "version", "", "org.opencontainers.image.version of the hub and agent images (default: git describe --tags --always --dirty, else dev).")
+	flag.StringVar(&m.revision, "revision", "", "org.opencontainers.image.revision (default: git rev-parse HEAD, else none).")
+	flag.StringVar(&m.source, "source", images.Source, "org.opencontainers.image.source.")
 	flag.Parse()
-	if err := run(*out, *only); err != nil {
+	m.complete()
+	if err := run(*out, *only, m); err != nil {
 		fmt.Fprintf(os.Stderr, "[images] %v\n", err)
 		os.Exit(1)
 	}
 }
 
+// buildMeta is what the hub and agent images' labels say of the build.
+type buildMeta struct {
+	version, revision, source string
+}
+
+// complete fills in the version and revision from git where they were not given.
+func (m *buildMeta) complete() {
+	git := func(args ...string) string {
+		out, err := exec.Command("git", args...).Output()
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if m.version == "" {
+		m.version = git("describe", "--tags", "--always", "--dirty")
+	}
+	if m.version == "" {
+		m.version = "dev"
+	}
+	if m.revision == "" {
+		m.revision = git("rev-parse", "HEAD")
+	}
+}
+
+// labels are the OCI labels of an image titled title.
+func (m buildMeta) labels(title string) map[string]string {
+	l := map[string]string{
+		images.LabelTitle:   title,
+		images.LabelVersion: m.version,
+		images.LabelSource:  m.source,
+	}
+	if m.revision != "" {
+		l[images.LabelRevision] = m.revision
+	}
+	return l
+}
+
 type image struct {
 	file  string
 	name  string
-	build func(tmp string) (*ociimage.Layer, ociimage.Config, error)
+	build func(tmp string, m buildMeta) (*ociimage.Layer, ociimage.Config, error)
 }
 
-func run(out, only string) error {
-	images := []image{
+func run(out, only string, m buildMeta) error {
+	all := []image{
 		{"pause.tar", PauseImage, pauseImage},
 		{"postgres-" + pgMajor + ".tar", PostgresImage, postgresImage},
 		{"agent.tar", AgentImage, agentImage},
@@ -69,6 +130,15 @@ func run(out, only string) error {
 			want[n] = true
 		}
 	}
+	for n := range want {
+		known := false
+		for _, im := range all {
+			known = known || strings.TrimSuffix(im.file, ".tar") == n
+		}
+		if !known {
+			return fmt.Errorf("--only %s: no such image (pause, postgres-%s, agent, hub)", n, pgMajor)
+		}
+	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", out, err)
 	}
@@ -77,13 +147,13 @@ func run(out, only string) error {
 		return fmt.Errorf("create a build directory: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	for _, im := range images {
+	for _, im := range all {
 		if len(want) > 0 && !want[strings.TrimSuffix(im.file, ".tar")] {
 			continue
 		}
 		start := time.Now()
 		fmt.Fprintf(os.Stderr, "[images] %s: building %s\n", im.file, im.name)
-		layer, cfg, err := im.build(tmp)
+		layer, cfg, err := im.build(tmp, m)
 		if err != nil {
 			return fmt.Errorf("%s: %w", im.file, err)
 		}
@@ -104,10 +174,29 @@ func run(out, only string) error {
 	return nil
 }
 
+// moduleRoot is the directory of this module's go.mod, which goBuild's package paths are
+// relative to (the tests run in hack/images).
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("not inside the dbfleet module (go env GOMOD is %q)", mod)
+	}
+	return filepath.Dir(mod), nil
+}
+
 // goBuild builds a static binary of pkg (a package of this module) into tmp.
 func goBuild(tmp, name, pkg string) (string, error) {
 	bin := filepath.Join(tmp, name)
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
 	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, pkg)
+	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
@@ -126,7 +215,7 @@ func base() *ociimage.Layer {
 	return l
 }
 
-func pauseImage(tmp string) (*ociimage.Layer, ociimage.Config, error) {
+func pauseImage(tmp string, _ buildMeta) (*ociimage.Layer, ociimage.Config, error) {
 	bin, err := goBuild(tmp, "pause", "./hack/images/pause")
 	if err != nil {
 		return nil, ociimage.Config{}, err
@@ -136,19 +225,19 @@ func pauseImage(tmp string) (*ociimage.Layer, ociimage.Config, error) {
 	return l, ociimage.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"}, nil
 }
 
-func hubImage(tmp string) (*ociimage.Layer, ociimage.Config, error) {
+func hubImage(tmp string, m buildMeta) (*ociimage.Layer, ociimage.Config, error) {
 	bin, err := goBuild(tmp, "hub", "./cmd/hub")
 	if err != nil {
 		return nil, ociimage.Config{}, err
 	}
 	l := base()
 	l.Add(ociimage.Entry{Path: "/hub", Src: bin, Mode: 0o755})
-	return l, ociimage.Config{Entrypoint: []string{"/hub"}, User: nonRoot}, nil
+	return l, ociimage.Config{Entrypoint: []string{"/hub"}, User: nonRoot, Labels: m.labels("dbfleet hub")}, nil
 }
 
 // agentImage carries the agent and dbfleet-instance: the agent's --instance-image init container
 // runs "/dbfleet-instance --copy-to=..." of this image (pkg/agent/member/postgres.go).
-func agentImage(tmp string) (*ociimage.Layer, ociimage.Config, error) {
+func agentImage(tmp string, m buildMeta) (*ociimage.Layer, ociimage.Config, error) {
 	agent, err := goBuild(tmp, "agent", "./cmd/agent")
 	if err != nil {
 		return nil, ociimage.Config{}, err
@@ -160,7 +249,7 @@ func agentImage(tmp string) (*ociimage.Layer, ociimage.Config, error) {
 	l := base()
 	l.Add(ociimage.Entry{Path: "/agent", Src: agent, Mode: 0o755})
 	l.Add(ociimage.Entry{Path: "/dbfleet-instance", Src: inst, Mode: 0o755})
-	return l, ociimage.Config{Entrypoint: []string{"/agent"}, User: nonRoot}, nil
+	return l, ociimage.Config{Entrypoint: []string{"/agent"}, User: nonRoot, Labels: m.labels("dbfleet agent")}, nil
 }
 
 // The host's PostgreSQL packages (Debian's layout, as the official image has it too).
@@ -180,7 +269,7 @@ var entrypoint []byte
 // the LLVM JIT, whose library alone is larger than the rest), /usr/share/postgresql/15, the time
 // zone data, the shared libraries all of it links (ldd), a shell and the entrypoint's tools, the
 // postgres user as uid 999, PATH and PGDATA as the official image sets them.
-func postgresImage(string) (*ociimage.Layer, ociimage.Config, error) {
+func postgresImage(string, buildMeta) (*ociimage.Layer, ociimage.Config, error) {
 	if _, err := os.Stat(filepath.Join(pgLib, "bin", "postgres")); err != nil {
 		return nil, ociimage.Config{}, fmt.Errorf("the postgres image is made from this machine's PostgreSQL %s packages (apt-get install postgresql-%s): %w", pgMajor, pgMajor, err)
 	}

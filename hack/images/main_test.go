@@ -19,7 +19,7 @@ func TestPostgresImageContents(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(pgLib, "bin", "postgres")); err != nil {
 		t.Skipf("this machine has no PostgreSQL %s packages: %v", pgMajor, err)
 	}
-	l, cfg, err := postgresImage("")
+	l, cfg, err := postgresImage("", buildMeta{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,12 +14,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/images"
 )
 
 // The agent's manifests for the member cluster.
 
 const (
-	agentUID        = 65532 // the distroless "nonroot" user
+	agentUID        = images.NonRootUID
 	metricsPort     = 8080
 	probePort       = 8081
 	labelName       = "app.kubernetes.io/name"

@@ -2,6 +2,7 @@ package join
 
 import (
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/images"
 )
 
 // Names and labels of the objects join creates. Users and the agent rely on them.
@@ -29,7 +30,7 @@ const (
 	HubKubeconfigMountPath = "/etc/dbfleet/hub"
 
 	// DefaultAgentImage is the agent image the manifests use unless told otherwise.
-	DefaultAgentImage = "ghcr.io/dbfleet/agent:latest"
+	DefaultAgentImage = images.Agent
 	// MaxNameLength bounds cluster names so that member-<name> and dbfleet-agent-<name> stay valid.
 	MaxNameLength = 56
 )

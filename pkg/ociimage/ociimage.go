@@ -52,6 +52,8 @@ type Config struct {
 	Env        []string
 	User       string
 	WorkingDir string
+	// Labels go into the image config (org.opencontainers.image.* and the like).
+	Labels map[string]string
 }
 
 // Layer is the set of entries of one layer, keyed by path; parents are added as directories.
@@ -325,6 +327,7 @@ func Image(l *Layer, cfg Config, tmpDir string) (v1.Image, error) {
 	cf.Created = v1.Time{Time: epoch}
 	cf.Config.Entrypoint, cf.Config.Cmd = cfg.Entrypoint, cfg.Cmd
 	cf.Config.Env, cf.Config.User, cf.Config.WorkingDir = cfg.Env, cfg.User, cfg.WorkingDir
+	cf.Config.Labels = cfg.Labels
 	img, err = mutate.ConfigFile(img, cf)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)

@@ -48,17 +48,24 @@ type joinOptions struct {
 	syncMode        string
 	labels          []string
 	output          string
+	outputFormat    string
 	hubCAFile       string
 	memberConfig    string
 	memberContext   string
 	pullOnlyChanged []string // Pull-only flags given explicitly, filled in before validate
 }
 
+// What --output-format prints: the agent's manifests, or the dbfleet-agent chart's values.
+const (
+	outputManifests  = "manifests"
+	outputHelmValues = "helm-values"
+)
+
 // pullOnlyFlags configure the agent and its credential; Push mode has neither.
-var pullOnlyFlags = []string{"output", "hub-server", "hub-ca-file", "agent-image", "heartbeat-interval", "fence-after", "token-expiration"}
+var pullOnlyFlags = []string{"output", "output-format", "hub-server", "hub-ca-file", "agent-image", "heartbeat-interval", "fence-after", "token-expiration"}
 
 func newJoinOptions() *joinOptions {
-	return &joinOptions{opts: join.NewOptions(""), syncMode: string(dbfleetv1alpha1.SyncPull)}
+	return &joinOptions{opts: join.NewOptions(""), syncMode: string(dbfleetv1alpha1.SyncPull), outputFormat: outputManifests}
 }
 
 func (o *joinOptions) addFlags(fs *pflag.FlagSet) {
@@ -68,7 +75,8 @@ func (o *joinOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.opts.Provider, "provider", "", "provider of the cluster, e.g. aws, gcp, on-prem")
 	fs.StringArrayVar(&o.labels, "label", nil, "label k=v for the MemberCluster, for policies' cluster affinity (repeatable)")
 	fs.StringVar(&o.syncMode, "sync-mode", o.syncMode, "Pull (an agent in the member) or Push (the hub reconciles the member through --member-kubeconfig)")
-	fs.StringVarP(&o.output, "output", "o", "", "write the agent manifests to this file (mode 0600) instead of stdout")
+	fs.StringVarP(&o.output, "output", "o", "", "write the agent manifests (or values) to this file (mode 0600) instead of stdout")
+	fs.StringVar(&o.outputFormat, "output-format", o.outputFormat, "what to print for the member: manifests (kubectl apply -f) or helm-values (a values file of the dbfleet-agent chart)")
 	fs.StringVar(&o.opts.HubServer, "hub-server", "", "hub API server URL the agent connects to (default the admin kubeconfig's server)")
 	fs.StringVar(&o.hubCAFile, "hub-ca-file", "", "PEM CA bundle the agent verifies the hub with (default the admin kubeconfig's CA)")
 	fs.StringVar(&o.opts.AgentImage, "agent-image", o.opts.AgentImage, "container image of the agent")
@@ -92,6 +100,9 @@ func (o *joinOptions) complete(name string) ([]string, error) {
 	o.opts.Labels = labels
 	if o.opts.SyncMode == dbfleetv1alpha1.SyncPush && len(o.pullOnlyChanged) > 0 {
 		errs = append(errs, fmt.Errorf("--%s configure the agent, which Push mode does not have", strings.Join(o.pullOnlyChanged, ", --")))
+	}
+	if o.outputFormat != outputManifests && o.outputFormat != outputHelmValues {
+		errs = append(errs, fmt.Errorf("--output-format %q: use %s or %s", o.outputFormat, outputManifests, outputHelmValues))
 	}
 	if o.memberContext != "" && o.memberConfig == "" {
 		errs = append(errs, errors.New("--member-context needs --member-kubeconfig"))
@@ -131,7 +142,8 @@ reaches only that namespace's MemberDatabases (read; status; the agent's finaliz
 dbfleet-agent there, and the MemberCluster NAME (read; status), mints a token for it with the
 TokenRequest API, and prints the manifests that install the agent in the member cluster: namespace
 dbfleet-system, a Secret holding a kubeconfig for the hub, the agent's RBAC and its Deployment.
-Apply them to the member cluster. Joining again rotates the credential: the ServiceAccount is
+Apply them to the member cluster, or print the same as values of the dbfleet-agent Helm chart
+with --output-format helm-values. Joining again rotates the credential: the ServiceAccount is
 recreated, so tokens from earlier joins stop working.
 
 In Push mode the hub reconciles the member through --member-kubeconfig, which join stores in the
@@ -142,6 +154,7 @@ Run it with a hub admin kubeconfig (--kubeconfig, else $KUBECONFIG). Manifests g
 		Example: `  hub join east --region us-east-1 --zone us-east-1a --provider aws --label tier=gold \
       --hub-server https://hub.example.com:6443 | kubectl --context east apply -f -
   hub join west --region us-west-2 --zone us-west-2b -o west-agent.yaml
+  hub join north --region eu-north-1 --zone eu-north-1a --output-format helm-values -o north-values.yaml
   hub join lab --region on-prem --zone rack-3 --sync-mode Push --member-kubeconfig lab.kubeconfig`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -171,23 +184,32 @@ Run it with a hub admin kubeconfig (--kubeconfig, else $KUBECONFIG). Manifests g
 			if o.output != "" {
 				report = cmd.OutOrStdout()
 			}
-			if res.Manifests != nil {
+			out, what := res.Manifests, "the manifests above"
+			if o.outputFormat == outputHelmValues {
+				out, what = res.HelmValues, "the values above"
+			}
+			if out != nil {
 				if o.output == "" {
-					if _, err := cmd.OutOrStdout().Write(res.Manifests); err != nil {
+					if _, err := cmd.OutOrStdout().Write(out); err != nil {
 						return err
 					}
-				} else if err := os.WriteFile(o.output, res.Manifests, 0o600); err != nil {
+				} else if err := os.WriteFile(o.output, out, 0o600); err != nil {
 					return fmt.Errorf("write -o: %w", err)
 				}
 			}
 			fmt.Fprint(report, res.Summary())
-			if res.Manifests != nil {
-				where := "the manifests above"
+			if out != nil {
+				where := what
 				if o.output != "" {
 					where = o.output
 				}
-				fmt.Fprintf(report, "next: apply %s to cluster %s (kubectl --context %s apply -f ...); they hold its hub credential, keep them secret\n",
-					where, o.opts.Name, o.opts.Name)
+				if o.outputFormat == outputHelmValues {
+					fmt.Fprintf(report, "next: install the dbfleet-agent chart into cluster %s with %s (helm --kube-context %s install dbfleet-agent deploy/charts/dbfleet-agent -f ...); they hold its hub credential, keep them secret\n",
+						o.opts.Name, where, o.opts.Name)
+				} else {
+					fmt.Fprintf(report, "next: apply %s to cluster %s (kubectl --context %s apply -f ...); they hold its hub credential, keep them secret\n",
+						where, o.opts.Name, o.opts.Name)
+				}
 			}
 			return nil
 		},

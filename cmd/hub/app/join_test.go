@@ -48,6 +48,9 @@ func TestJoinFlagValidation(t *testing.T) {
 		{"pull has no member kubeconfig", append(base, "--member-kubeconfig", noHub), []string{"--member-kubeconfig is for --sync-mode Push"}},
 		{"member context alone", append(base, "--member-context", "x"), []string{"--member-context needs --member-kubeconfig"}},
 		{"ca file", append(base, "--hub-ca-file", noHub), []string{"--hub-ca-file"}},
+		{"output format", append(base, "--output-format", "json"), []string{`--output-format "json": use manifests or helm-values`}},
+		{"push has no helm values", append(base, "--sync-mode", "Push", "--member-kubeconfig", noHub, "--output-format", "helm-values"),
+			[]string{"--output-format configure the agent"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := runHub(t, tc.args...)

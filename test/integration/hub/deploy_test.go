@@ -61,7 +61,7 @@ func TestDeployRendersAndRunsWithLeastPrivilege(t *testing.T) {
 	}
 	for kind, n := range map[string]int{"CustomResourceDefinition": 6, "Deployment": 1, "Service": 1, "ServiceAccount": 1,
 		"ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 2, "RoleBinding": 2, "Namespace": 1,
-		"FlowSchema": 2, "PriorityLevelConfiguration": 1} {
+		"FlowSchema": 2, "PriorityLevelConfiguration": 1, "PodDisruptionBudget": 1} {
 		if kinds[kind] != n {
 			t.Errorf("deploy/hub renders %d %s, want %d", kinds[kind], kind, n)
 		}
