@@ -206,6 +206,10 @@ const (
 	// ReasonHubLeaseExpired (True): the agent had no successful hub renewal within fenceAfter; the
 	// share stays fenced until the hub hands out a higher epoch.
 	ReasonHubLeaseExpired = "HubLeaseExpired"
+	// ReasonInstanceFenced (True): the share's primary instance stopped taking writes at the
+	// share's epoch by its own judgement of the primary Lease (it saw no renewal in time), while
+	// the agent kept its hub lease; it stays fenced until the hub hands out a higher epoch.
+	ReasonInstanceFenced = "InstanceFenced"
 	// ReasonNotFenced (False): the share's primary is not fenced.
 	ReasonNotFenced = "NotFenced"
 )

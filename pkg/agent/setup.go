@@ -51,7 +51,7 @@ func Setup(mgr mcmanager.Manager, s Settings) (*fence.Guard, error) {
 	if err := errors.Join(fence.ValidateTimings(s.HeartbeatInterval, s.FenceAfter)...); err != nil {
 		return nil, fmt.Errorf("agent of %s: %w", s.Cluster, err)
 	}
-	guard := fence.NewGuard(clock.RealClock{}, s.FenceAfter)
+	guard := fence.NewGuard(clock.RealClock{}, s.FenceAfter).WithRenewInterval(s.HeartbeatInterval)
 	if err := member.Setup(mgr, guard, s.Controller, s.InstanceImage); err != nil {
 		return nil, err
 	}

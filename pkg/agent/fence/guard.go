@@ -14,6 +14,8 @@ type Guard struct {
 	// started gives a freshly started agent one fenceAfter to make its first renewal before it
 	// fences; it renews no primary Lease until that renewal.
 	started time.Time
+	// renewEvery is the heartbeat interval: how often a fresher renewal can be carried forward.
+	renewEvery time.Duration
 
 	mu sync.Mutex
 	// lastRenewStart is when the last successful hub renewal was started.
@@ -24,6 +26,16 @@ type Guard struct {
 func NewGuard(c clock.PassiveClock, fenceAfter time.Duration) *Guard {
 	return &Guard{clock: c, fenceAfter: fenceAfter, started: c.Now()}
 }
+
+// WithRenewInterval records the heartbeat interval, how often the hub lease is renewed, so that
+// each renewal is carried into the primary Leases soon after it happens; it returns g.
+func (g *Guard) WithRenewInterval(d time.Duration) *Guard {
+	g.renewEvery = d
+	return g
+}
+
+// RenewInterval is the heartbeat interval, zero when not known.
+func (g *Guard) RenewInterval() time.Duration { return g.renewEvery }
 
 // Renewed records a successful hub renewal that started at start.
 func (g *Guard) Renewed(start time.Time) {

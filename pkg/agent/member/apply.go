@@ -41,6 +41,9 @@ type passResult struct {
 	// --instance-image), and instances is what their /status said.
 	instanceManaged bool
 	instances       []dbfleetv1alpha1.InstanceStatus
+	// instanceFencedAt is the highest epoch at which an instance of the share says it fenced
+	// itself (0: none).
+	instanceFencedAt int64
 	// imageProblems are the share's containers that cannot get their image (imageProblems).
 	imageProblems []string
 	// endpoints are the share's addresses as other clusters reach them (shareEndpoints).
@@ -89,7 +92,9 @@ func (r *Reconciler) applyShare(ctx context.Context, member client.Client, live 
 	if r.instanceManaged(mdb) {
 		fail(true, annotateInstancePods(ctx, member, mdb))
 		p.instanceManaged = true
-		p.instances, err = r.observeInstances(ctx, member, mdb)
+		var reports []instanceReport
+		reports, err = r.observeInstances(ctx, member, mdb)
+		p.instances, p.instanceFencedAt = statuses(reports), highestFencedEpoch(reports)
 		fail(false, err)
 		p.endpoints, err = shareEndpoints(ctx, member, mdb, p.instances)
 		fail(false, err)

@@ -32,37 +32,65 @@ type instanceTarget struct {
 }
 
 // readInstance reads one instance's /status. The body is the instance manager's status JSON,
-// whose fields the InstanceStatus API type carries under the same names; others are ignored.
-func readInstance(ctx context.Context, c *http.Client, url string) (dbfleetv1alpha1.InstanceStatus, error) {
+// whose fields the InstanceStatus API type carries under the same names, and its epoch.
+func readInstance(ctx context.Context, c *http.Client, url string) (instanceReport, error) {
 	ctx, cancel := context.WithTimeout(ctx, instanceStatusTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return dbfleetv1alpha1.InstanceStatus{}, fmt.Errorf("build request for %s: %w", url, err)
+		return instanceReport{}, fmt.Errorf("build request for %s: %w", url, err)
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return dbfleetv1alpha1.InstanceStatus{}, fmt.Errorf("read %s: %w", url, err)
+		return instanceReport{}, fmt.Errorf("read %s: %w", url, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		return dbfleetv1alpha1.InstanceStatus{}, fmt.Errorf("read %s: HTTP %d", url, resp.StatusCode)
+		return instanceReport{}, fmt.Errorf("read %s: HTTP %d", url, resp.StatusCode)
 	}
-	var st dbfleetv1alpha1.InstanceStatus
+	var st instanceReport
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxStatusBody)).Decode(&st); err != nil {
-		return dbfleetv1alpha1.InstanceStatus{}, fmt.Errorf("decode %s: %w", url, err)
+		return instanceReport{}, fmt.Errorf("decode %s: %w", url, err)
 	}
 	return st, nil
 }
 
+// instanceReport is an instance's /status as the agent reads it: what it reports on the
+// MemberDatabase, and the epoch the instance acts on (not reported: the share has its own).
+type instanceReport struct {
+	dbfleetv1alpha1.InstanceStatus
+	Epoch int64 `json:"epoch"`
+}
+
+// highestFencedEpoch is the highest epoch at which one of the reports says the instance fenced itself, 0
+// when none did.
+func highestFencedEpoch(reports []instanceReport) int64 {
+	var e int64
+	for _, r := range reports {
+		if r.Role == dbfleetv1alpha1.InstanceFenced {
+			e = max(e, r.Epoch)
+		}
+	}
+	return e
+}
+
+// statuses are the reports as the MemberDatabase carries them.
+func statuses(reports []instanceReport) []dbfleetv1alpha1.InstanceStatus {
+	out := make([]dbfleetv1alpha1.InstanceStatus, len(reports))
+	for i, r := range reports {
+		out[i] = r.InstanceStatus
+	}
+	return out
+}
+
 // readInstances reads every target's /status at once and returns them by pod name, sorted. A
 // target that cannot be read is reported with role unknown and the error as message.
-func readInstances(ctx context.Context, c *http.Client, targets []instanceTarget) []dbfleetv1alpha1.InstanceStatus {
-	out := make([]dbfleetv1alpha1.InstanceStatus, len(targets))
+func readInstances(ctx context.Context, c *http.Client, targets []instanceTarget) []instanceReport {
+	out := make([]instanceReport, len(targets))
 	var wg sync.WaitGroup
 	for i, t := range targets {
 		if t.url == "" {
-			out[i] = dbfleetv1alpha1.InstanceStatus{Pod: t.pod, Role: dbfleetv1alpha1.InstanceUnknown, Message: "the pod has no IP yet"}
+			out[i] = instanceReport{InstanceStatus: dbfleetv1alpha1.InstanceStatus{Pod: t.pod, Role: dbfleetv1alpha1.InstanceUnknown, Message: "the pod has no IP yet"}}
 			continue
 		}
 		wg.Add(1)
@@ -70,7 +98,7 @@ func readInstances(ctx context.Context, c *http.Client, targets []instanceTarget
 			defer wg.Done()
 			st, err := readInstance(ctx, c, t.url)
 			if err != nil {
-				out[i] = dbfleetv1alpha1.InstanceStatus{Pod: t.pod, Role: dbfleetv1alpha1.InstanceUnknown, Message: truncateMessage(err.Error())}
+				out[i] = instanceReport{InstanceStatus: dbfleetv1alpha1.InstanceStatus{Pod: t.pod, Role: dbfleetv1alpha1.InstanceUnknown, Message: truncateMessage(err.Error())}}
 				return
 			}
 			st.Pod = t.pod // the pod the agent asked, whatever the answer says
@@ -178,7 +206,7 @@ func statusPort(pod *corev1.Pod) int32 {
 // observeInstances reads the instances of the share's pods and labels each pod
 // dbfleet.io/instance-role with the role its instance reports (removing the label when it runs
 // neither as primary nor as standby), which is what <db>-rw and <db>-ro select on.
-func (r *Reconciler) observeInstances(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase) ([]dbfleetv1alpha1.InstanceStatus, error) {
+func (r *Reconciler) observeInstances(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase) ([]instanceReport, error) {
 	pods := &corev1.PodList{}
 	if err := member.List(ctx, pods, client.InNamespace(mdb.Spec.DatabaseRef.Namespace), client.MatchingLabels(selectorLabels(mdb))); err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
@@ -188,7 +216,7 @@ func (r *Reconciler) observeInstances(ctx context.Context, member client.Client,
 		c = http.DefaultClient
 	}
 	instances := readInstances(ctx, c, instanceTargets(mdb, pods.Items))
-	byPod := map[string]dbfleetv1alpha1.InstanceStatus{}
+	byPod := map[string]instanceReport{}
 	for _, in := range instances {
 		byPod[in.Pod] = in
 	}
@@ -198,7 +226,7 @@ func (r *Reconciler) observeInstances(ctx context.Context, member client.Client,
 		if !ok {
 			continue
 		}
-		want := instanceRoleLabel(in)
+		want := instanceRoleLabel(in.InstanceStatus)
 		if pod.Labels[dbfleetv1alpha1.LabelInstanceRole] == want {
 			continue
 		}

@@ -46,8 +46,8 @@ func TestReadInstancesFromStatusEndpoints(t *testing.T) {
 	}
 	want := dbfleetv1alpha1.InstanceStatus{Pod: "orders-1", Role: "standby", Timeline: 2, ReceivedLSN: "0/3000148",
 		ReplayedLSN: "0/3000060", LagBytes: 232, Ready: true}
-	if got[0] != want {
-		t.Errorf("orders-1: %+v, want %+v", got[0], want)
+	if got[0].InstanceStatus != want || got[0].Epoch != 3 {
+		t.Errorf("orders-1: %+v, want %+v at epoch 3", got[0], want)
 	}
 	for _, in := range got[1:] {
 		if in.Role != dbfleetv1alpha1.InstanceUnknown || in.Message == "" || in.Ready {
@@ -59,6 +59,27 @@ func TestReadInstancesFromStatusEndpoints(t *testing.T) {
 	}
 	if !strings.Contains(got[2].Message, "deadline") {
 		t.Errorf("orders-3 message %q does not say it timed out", got[2].Message)
+	}
+}
+
+// The epoch at which an instance fenced itself is what tells the agent the engine fenced at the
+// share's epoch (and not at an older one it has not moved past yet).
+func TestHighestFencedEpoch(t *testing.T) {
+	r := func(role dbfleetv1alpha1.InstanceRole, epoch int64) instanceReport {
+		return instanceReport{InstanceStatus: dbfleetv1alpha1.InstanceStatus{Role: role}, Epoch: epoch}
+	}
+	for _, tc := range []struct {
+		name    string
+		reports []instanceReport
+		want    int64
+	}{
+		{"none fenced", []instanceReport{r(dbfleetv1alpha1.InstanceRunningPrimary, 4), r(dbfleetv1alpha1.InstanceRunningStandby, 4)}, 0},
+		{"the primary fenced at 4", []instanceReport{r(dbfleetv1alpha1.InstanceFenced, 4), r(dbfleetv1alpha1.InstanceRunningStandby, 4)}, 4},
+		{"the highest wins", []instanceReport{r(dbfleetv1alpha1.InstanceFenced, 2), r(dbfleetv1alpha1.InstanceFenced, 5)}, 5},
+	} {
+		if got := highestFencedEpoch(tc.reports); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
 	}
 }
 

@@ -187,11 +187,16 @@ func withInstanceManager(sts *appsv1.StatefulSet, mdb *dbfleetv1alpha1.MemberDat
 	c.Ports = append(c.Ports, corev1.ContainerPort{Name: StatusPortName, ContainerPort: status.Port})
 	c.ReadinessProbe = &corev1.Probe{
 		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: status.ReadyPath, Port: intstr.FromString(StatusPortName)}},
-		PeriodSeconds: 2, FailureThreshold: 3,
+		PeriodSeconds: 2, FailureThreshold: 3, TimeoutSeconds: 3,
 	}
+	// A restart is the worst answer to a busy node: it kills an initdb, a pg_basebackup or a
+	// crash recovery half-way, and the next attempt is as slow. With the default 1 s timeout, ten
+	// databases bootstrapping at once on two cores had every instance restarted over and over
+	// and none ever Ready. /healthz answers as soon as the manager runs, so it only has to answer
+	// within 5 s, once in a minute.
 	c.LivenessProbe = &corev1.Probe{
 		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: status.HealthPath, Port: intstr.FromString(StatusPortName)}},
-		PeriodSeconds: 10, FailureThreshold: 3,
+		PeriodSeconds: 10, FailureThreshold: 6, TimeoutSeconds: 5,
 	}
 }
 

@@ -308,29 +308,38 @@ func (r *Reconciler) writeStatus(ctx context.Context, hub client.Client, before,
 }
 
 // nextLook schedules the next reconcile of a live primary share. The primary Lease it just
-// wrote expires at the fence deadline; the share comes back when a third of fenceAfter is left
-// of it, and never less than leaseInHand (10 s after the renewal it carries, at the defaults), by when the agent has renewed
-// again, and carries the latest renewal into the Lease. Without a newer renewal by then, it
-// comes back at the deadline itself, to fence. At the default 5 s heartbeat this settles at one
-// look per heartbeat, and the Lease always has a third of fenceAfter left when it is rewritten.
-// A look every fenceAfter/5 (3 s) made five looks for every three renewals: at 10,000 primaries
-// in one bench-scale process, the largest share of its CPU that grew with databases at rest.
+// wrote expires at the fence deadline; the share comes back one heartbeat after the renewal it
+// carries (lookAfter: 5 s at the defaults, with 10 s of the Lease left), by when the agent has
+// renewed again, and carries the latest renewal into the Lease, so the instance manager always
+// sees a Lease with most of fenceAfter left. Without a newer renewal by then, it comes back at
+// the deadline itself, to fence. A look every fenceAfter/5 (3 s) made five looks for every three
+// renewals: at 10,000 primaries in one bench-scale process, the largest share of its CPU that
+// grew with databases at rest; one look per renewal is the least that keeps the Lease fresh.
 func (r *Reconciler) nextLook(livePrimary bool) time.Duration {
 	if !livePrimary || r.Guard == nil {
 		return 0
 	}
-	return lookAfter(time.Until(r.Guard.Deadline()), r.Guard.FenceAfter())
+	return lookAfter(time.Until(r.Guard.Deadline()), r.Guard.FenceAfter(), r.Guard.RenewInterval())
 }
 
-// leaseInHand is the least of the primary Lease nextLook keeps left when it rewrites it: the
-// instance manager stops writes decide.FenceSafety before the Lease ends and reads it every second
-// or so, and a busy member API server can take a second or two; a third of a short fenceAfter
-// (2.7 s of 8 s) was less than that, and healthy primaries fenced themselves.
+// leaseInHand is how much of the primary Lease nextLook keeps left when it rewrites it, at least:
+// the instance manager stops writes decide.FenceSafety before the Lease ends, starts its fast
+// shutdown a moment before that, and reads the Lease every second or so, and a busy member API
+// server can take a second or two. A third of a short fenceAfter (2.7 s of 8 s) was less than
+// that, and healthy primaries on real nodes fenced themselves.
 const leaseInHand = decide.FenceSafety + 3*time.Second
 
-// lookAfter is nextLook's arithmetic: until is the time left to the fence deadline.
-func lookAfter(until, fenceAfter time.Duration) time.Duration {
-	next := until - max(fenceAfter/3, leaseInHand)
+// lookAfter is nextLook's arithmetic: until is the time left to the fence deadline, renewEvery
+// the heartbeat interval (0 when unknown). The Lease is rewritten when keep is left of it: a
+// third of fenceAfter, leaseInHand where fenceAfter leaves room for it, and with the heartbeat
+// known, as soon as the next renewal can have happened (fenceAfter - renewEvery). Without a newer
+// renewal by then, the share comes back at the deadline itself, to fence.
+func lookAfter(until, fenceAfter, renewEvery time.Duration) time.Duration {
+	keep := max(fenceAfter/3, min(leaseInHand, fenceAfter*2/3))
+	if renewEvery > 0 && renewEvery < fenceAfter {
+		keep = max(keep, fenceAfter-renewEvery)
+	}
+	next := until - keep
 	if next <= 0 {
 		next = until
 	}

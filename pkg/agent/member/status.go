@@ -55,10 +55,17 @@ func setStatus(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult, fenced bool
 	if pass.atEpoch {
 		st.Epoch = mdb.Spec.Epoch
 	}
-	if fenced {
+	switch {
+	case fenced:
 		set(dbfleetv1alpha1.ConditionFenced, metav1.ConditionTrue, dbfleetv1alpha1.ReasonHubLeaseExpired,
 			fmt.Sprintf("the agent fenced its primary at epoch %d: no successful hub renewal within fenceAfter; it stays fenced until the hub hands out a higher epoch", mdb.Spec.Epoch))
-	} else {
+	case mdb.Spec.Role == dbfleetv1alpha1.RolePrimary && pass.instanceFencedAt > 0 && pass.instanceFencedAt == mdb.Spec.Epoch:
+		// The engine fenced itself (it saw no Lease renewal in time: a busy API server, say)
+		// while the agent kept its hub lease. It stays fenced until a higher epoch, so say so:
+		// the hub hands the share one when its cluster is healthy (repromoteFencedPrimary).
+		set(dbfleetv1alpha1.ConditionFenced, metav1.ConditionTrue, dbfleetv1alpha1.ReasonInstanceFenced,
+			fmt.Sprintf("the primary instance fenced itself at epoch %d (it saw no primary Lease renewal in time); it stays fenced until the hub hands out a higher epoch", mdb.Spec.Epoch))
+	default:
 		set(dbfleetv1alpha1.ConditionFenced, metav1.ConditionFalse, dbfleetv1alpha1.ReasonNotFenced, "the share's primary is not fenced")
 	}
 	if sts == nil {

@@ -167,6 +167,9 @@ func TestPostgresShareGetsCredentialsServicesAndInstanceRole(t *testing.T) {
 	if p := pg.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.String() != member.StatusPortName {
 		t.Errorf("readiness probe %+v, want HTTP /readyz on the status port", pg.ReadinessProbe)
 	}
+	if p := pg.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.TimeoutSeconds < 5 || p.PeriodSeconds*p.FailureThreshold < 60 {
+		t.Errorf("liveness probe %+v, want HTTP /healthz with a 5 s timeout, restarting only after a minute without an answer", pg.LivenessProbe)
+	}
 	var statusPort int32
 	for _, p := range pg.Ports {
 		if p.Name == member.StatusPortName {
@@ -358,9 +361,13 @@ func TestAgentReportsInstancesAndAvailabilityFromStatus(t *testing.T) {
 
 	// The primary stops taking writes (fenced in the engine): its label goes, so <db>-rw
 	// selects nothing, and the share is not Available.
-	primary.set(`{"pod":"orders-0","role":"fenced","reason":"Fenced","lagBytes":0,"ready":false}`)
-	s.waitMDB("not Available once the primary fenced", func(m *dbfleetv1alpha1.MemberDatabase) bool {
-		return condition(m, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionFalse)
+	// The agent keeps its hub lease, so only the instance's report says it fenced, at the share's
+	// epoch: the share says Fenced (InstanceFenced), which is what the hub re-promotes on.
+	primary.set(`{"pod":"orders-0","role":"fenced","epoch":1,"reason":"Fenced","lagBytes":0,"ready":false}`)
+	s.waitMDB("not Available and Fenced (InstanceFenced) once the primary fenced", func(m *dbfleetv1alpha1.MemberDatabase) bool {
+		c := meta.FindStatusCondition(m.Status.Conditions, dbfleetv1alpha1.ConditionFenced)
+		return condition(m, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionFalse) &&
+			c != nil && c.Status == metav1.ConditionTrue && c.Reason == dbfleetv1alpha1.ReasonInstanceFenced
 	})
 	s.eventually("orders-0 no longer labelled primary", func() bool {
 		return s.podLabel("orders-0", dbfleetv1alpha1.LabelInstanceRole) == ""
