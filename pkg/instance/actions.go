@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dbfleet/dbfleet/pkg/instance/decide"
+	"github.com/dbfleet/dbfleet/pkg/instance/observe"
 	"github.com/dbfleet/dbfleet/pkg/instance/pgconf"
 	"github.com/dbfleet/dbfleet/pkg/instance/pgsql"
 	"github.com/dbfleet/dbfleet/pkg/instance/status"
@@ -20,6 +21,9 @@ import (
 // cloneDirSuffix names the directory a clone is made in, beside the data directory; it becomes
 // the data directory only once pg_basebackup has finished.
 const cloneDirSuffix = ".clone"
+
+// cloneAppSuffix makes pg_basebackup's application_name: "<pod>-clone".
+const cloneAppSuffix = "-clone"
 
 // errBackoff: an attempt to start postgres came too soon after the last one.
 var errBackoff = errors.New("waiting before starting postgres again")
@@ -53,7 +57,7 @@ func (m *Manager) bootstrap(ctx context.Context, d decide.Decision) error {
 	if err := m.recordPromoted(d.Epoch); err != nil {
 		return err
 	}
-	return m.startPrimary(ctx, d)
+	return m.startPrimary(ctx, d, m.obs.Snapshot().Synchronous)
 }
 
 // clone copies the primary into the (empty) data directory.
@@ -69,7 +73,9 @@ func (m *Manager) clone(ctx context.Context, d decide.Decision) error {
 	}
 	m.log.Info("Cloning the primary", "primaryEndpoint", d.PrimaryEndpoint)
 	r := m.credentials().replication
-	if err := m.bins.BaseBackup(ctx, tmp, host, port, r.Username, r.Password, m.opts.PodName); err != nil {
+	// Not the pod name: pg_basebackup's WAL stream would count as the synchronous standby of that
+	// name, and confirm commits into a copy that is thrown away if the clone fails.
+	if err := m.bins.BaseBackup(ctx, tmp, host, port, r.Username, r.Password, m.opts.PodName+cloneAppSuffix); err != nil {
 		return err
 	}
 	if err := pgconf.RemoveState(tmp); err != nil {
@@ -168,6 +174,11 @@ func (m *Manager) checkSystemIdentifier(ctx context.Context, endpoint string) er
 // promote ends recovery at d.Epoch (or, already primary, adopts d.Epoch).
 func (m *Manager) promote(ctx context.Context, d decide.Decision) error {
 	if m.running() == status.RoleStandby {
+		// The standby's synchronous_standby_names came with its clone (the old primary's) or
+		// from nobody: set this primary's before it may take a write.
+		if err := m.syncSynchronous(ctx, m.obs.Snapshot().Synchronous, true); err != nil {
+			return err
+		}
 		if err := m.allowWrites(d); err != nil {
 			return err
 		}
@@ -188,13 +199,18 @@ func (m *Manager) promote(ctx context.Context, d decide.Decision) error {
 	return nil
 }
 
-// runPrimary keeps postgres running as primary and its slots in step with the standbys.
-func (m *Manager) runPrimary(ctx context.Context, d decide.Decision, standbys []string) error {
+// runPrimary keeps postgres running as primary, its synchronous_standby_names and its slots in
+// step with the standbys.
+func (m *Manager) runPrimary(ctx context.Context, d decide.Decision, snap observe.Snapshot) error {
 	if m.running() != status.RolePrimary {
-		if err := m.startPrimary(ctx, d); err != nil {
+		if err := m.startPrimary(ctx, d, snap.Synchronous); err != nil {
 			return err
 		}
 	}
+	if err := m.syncSynchronous(ctx, snap.Synchronous, true); err != nil {
+		return err
+	}
+	standbys := snap.Standbys
 	m.mu.Lock()
 	due := time.Since(m.slotsSync) >= time.Second
 	m.mu.Unlock()
@@ -222,9 +238,31 @@ func (m *Manager) runPrimary(ctx context.Context, d decide.Decision, standbys []
 	return err
 }
 
+// syncSynchronous writes synchronous_standby_names as the pod asks, judged against the standbys
+// that stream as last read, and reloads postgres when it changed and reload is set.
+func (m *Manager) syncSynchronous(ctx context.Context, want decide.Synchronous, reload bool) error {
+	m.mu.Lock()
+	replicas := m.server.Replication
+	if m.serverAs != status.RolePrimary {
+		replicas = nil // a standby's reading, or none yet: nobody is known to stream
+	}
+	m.mu.Unlock()
+	names, _ := decide.PlanSynchronous(want, m.opts.PodName, replicas)
+	changed, err := pgconf.WriteSynchronous(m.dataDir, names, m.owner)
+	if err != nil || !changed || !reload {
+		return err
+	}
+	m.log.Info("Synchronous standbys", "synchronousStandbyNames", names)
+	return m.withConn(ctx, pgsql.Reload)
+}
+
 // startPrimary starts postgres out of recovery and sets the roles from the Secrets.
-func (m *Manager) startPrimary(ctx context.Context, d decide.Decision) error {
+func (m *Manager) startPrimary(ctx context.Context, d decide.Decision, sync decide.Synchronous) error {
 	if err := m.writeConfig(); err != nil {
+		return err
+	}
+	// Before the first write: a required primary never acknowledges a commit alone.
+	if err := m.syncSynchronous(ctx, sync, false); err != nil {
 		return err
 	}
 	if _, err := pgconf.WriteStandby(m.dataDir, pgconf.Standby{}, m.owner); err != nil {

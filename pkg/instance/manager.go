@@ -266,7 +266,7 @@ func (m *Manager) step(ctx context.Context) {
 	case decide.ActionPromote:
 		reason, err = status.ReasonPromoteFailed, m.promote(ctx, d)
 	case decide.ActionRunPrimary:
-		reason, err = status.ReasonStartFailed, m.runPrimary(ctx, d, snap.Standbys)
+		reason, err = status.ReasonStartFailed, m.runPrimary(ctx, d, snap)
 	}
 	m.mu.Lock()
 	if err != nil && !errors.Is(err, errBackoff) {

@@ -64,6 +64,12 @@ const (
 	// ReasonVolumeFull: the data volume has less than a WAL segment (16 MiB) free; postgres
 	// cannot write until it grows or space is freed.
 	ReasonVolumeFull Reason = "VolumeFull"
+	// ReasonWaitingForSynchronousStandbys: a primary whose durability is required has fewer
+	// synchronous standbys streaming than it needs: commits do not return until more do.
+	ReasonWaitingForSynchronousStandbys Reason = "WaitingForSynchronousStandbys"
+	// ReasonSynchronousDegraded: a primary whose durability is preferred has fewer synchronous
+	// standbys streaming than asked for, and waits for those that do (none: asynchronous).
+	ReasonSynchronousDegraded Reason = "SynchronousDegraded"
 	// ReasonPrimaryUnreachable: a standby does not stream, and its own replication connection to
 	// the primary endpoint fails (the message has the error: refused, timed out, password).
 	ReasonPrimaryUnreachable Reason = "PrimaryUnreachable"
@@ -100,7 +106,48 @@ type Status struct {
 	// LeaseRenewTime is the primary Lease's renewTime as last read (RFC 3339; empty when the
 	// Lease was never read or is absent): when the API server is out of reach, it stops moving.
 	LeaseRenewTime string `json:"leaseRenewTime,omitempty"`
+	// Synchronous is, on a primary, its synchronous replication as it runs it.
+	Synchronous *Synchronous `json:"synchronous,omitempty"`
+	// Replication is, on a primary, every standby its pg_stat_replication shows.
+	Replication []Replica `json:"replication,omitempty"`
 	// Reason and Message explain the role when it is not what was asked for.
 	Reason  Reason `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
+}
+
+// Durability values (api/v1alpha1 DataDurability).
+const (
+	DurabilityRequired  = "required"
+	DurabilityPreferred = "preferred"
+)
+
+// Synchronous is a primary's synchronous replication; the field names are the API's
+// InstanceSynchronous.
+type Synchronous struct {
+	// Durability is required or preferred.
+	Durability string `json:"durability,omitempty"`
+	// Wanted is how many standbys a commit should wait for.
+	Wanted int `json:"wanted,omitempty"`
+	// Number is how many it waits for now (0: asynchronous).
+	Number int `json:"number"`
+	// StandbyNames is synchronous_standby_names in effect.
+	StandbyNames string `json:"standbyNames,omitempty"`
+	// Standbys are the standbys it may wait for (other clusters' pods).
+	Standbys []string `json:"standbys,omitempty"`
+	// Synchronous are those that confirm commits now (sync_state sync or quorum).
+	Synchronous []string `json:"synchronous,omitempty"`
+	// Waiting: required, and fewer than Wanted stream: commits do not return.
+	Waiting bool `json:"waiting,omitempty"`
+	// Degraded: preferred, and fewer than Wanted stream: commits wait for Number.
+	Degraded bool `json:"degraded,omitempty"`
+}
+
+// Replica is one row of the primary's pg_stat_replication; the field names are the API's
+// StandbyReplication.
+type Replica struct {
+	// Pod is the standby's application_name.
+	Pod       string `json:"pod"`
+	State     string `json:"state,omitempty"`
+	SyncState string `json:"syncState,omitempty"`
+	FlushLSN  string `json:"flushLSN,omitempty"`
 }
