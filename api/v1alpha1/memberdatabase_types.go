@@ -153,6 +153,16 @@ type InstanceStatus struct {
 	// +kubebuilder:validation:MaxItems=1024
 	// +optional
 	Replication []StandbyReplication `json:"replication,omitempty"`
+	// Rejoin is how a former primary last came back as a standby: pg_rewind, or a fresh clone
+	// with its old data kept aside.
+	// +optional
+	Rejoin *InstanceRejoin `json:"rejoin,omitempty"`
+	// Diverged are the data directories kept on the instance's volume because pg_rewind could
+	// not make them follow the new primary (<volume>/pgdata.diverged-<epoch>); never deleted.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +optional
+	Diverged []string `json:"diverged,omitempty"`
 	// Message says why the status could not be read, when Role is unknown.
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
@@ -193,6 +203,24 @@ type InstanceSynchronous struct {
 	// for fewer (Number).
 	// +optional
 	Degraded bool `json:"degraded,omitempty"`
+}
+
+// InstanceRejoin is a former primary's return as a standby.
+type InstanceRejoin struct {
+	// Epoch is the epoch whose primary it rejoined.
+	Epoch int64 `json:"epoch"`
+	// Method is Rewound (pg_rewind undid what only it had), NoRewindNeeded, or Recloned (pg_rewind
+	// failed: its data was kept in divergedData and it cloned the new primary).
+	// +kubebuilder:validation:Enum=Rewound;NoRewindNeeded;Recloned
+	Method string `json:"method"`
+	// DivergedData is where its old data directory was kept (Recloned).
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	DivergedData string `json:"divergedData,omitempty"`
+	// Message is what pg_rewind said.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // StandbyReplication is one standby as the primary's pg_stat_replication shows it.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -108,6 +109,9 @@ func (m *Manager) runStandby(ctx context.Context, d decide.Decision) error {
 	if err := m.checkSystemIdentifier(ctx, d.PrimaryEndpoint); err != nil {
 		return err
 	}
+	if recloning, err := m.rejoin(ctx, d); err != nil || recloning {
+		return err
+	}
 	if err := m.writeConfig(); err != nil {
 		return err
 	}
@@ -118,6 +122,101 @@ func (m *Manager) runStandby(ctx context.Context, d decide.Decision) error {
 		return err
 	}
 	return m.start(status.RoleStandby, 0)
+}
+
+// divergedDirPrefix starts the name of a data directory set aside because it could not be
+// rewound: <volume>/pgdata.diverged-<epoch>.
+const divergedDirPrefix = DataDirName + ".diverged-"
+
+// rejoin makes a data directory that was primary since it last followed anyone (it may hold
+// writes that no other instance has: the old primary of a failover) a copy of the primary at
+// d.PrimaryEndpoint from where their histories forked, with pg_rewind, before it starts as that
+// primary's standby. When pg_rewind fails, the directory is moved aside, whole, to
+// <volume>/pgdata.diverged-<its promoted epoch> (never deleted: it may hold acknowledged writes)
+// and an empty one takes its place, which the next step clones; it then returns true. An
+// unreachable primary is no failure of pg_rewind: it returns the error and retries.
+func (m *Manager) rejoin(ctx context.Context, d decide.Decision) (bool, error) {
+	m.mu.Lock()
+	st := m.state
+	m.mu.Unlock()
+	if d.PrimaryEndpoint == "" || st.PromotedEpoch <= st.RejoinedEpoch {
+		return false, nil
+	}
+	host, port, err := net.SplitHostPort(d.PrimaryEndpoint)
+	if err != nil {
+		return false, fmt.Errorf("primary endpoint %q: %w", d.PrimaryEndpoint, err)
+	}
+	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = pgsql.IdentifySystem(ictx, host, port, m.credentials().replication)
+	cancel()
+	if err != nil {
+		return false, &rejoinError{fmt.Errorf("a former primary (epoch %d) rewinds before it follows %s, which cannot be reached: %w",
+			st.PromotedEpoch, d.PrimaryEndpoint, err)}
+	}
+	su := m.credentials().superuser
+	m.log.Info("Rewinding a former primary to follow the new one", "promotedEpoch", st.PromotedEpoch, "epoch", d.Epoch, "primaryEndpoint", d.PrimaryEndpoint)
+	said, err := m.bins.Rewind(ctx, m.dataDir, host, port, su.Username, su.Password)
+	if err == nil {
+		method := status.RejoinRewound
+		if strings.Contains(said, "no rewind required") {
+			method = status.RejoinNoRewindNeeded
+		}
+		// pg_rewind copied the primary's files over this directory's, the state file among them.
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		next := m.state
+		next.Pod, next.RejoinedEpoch = m.opts.PodName, d.Epoch
+		if err := pgconf.WriteState(m.dataDir, next, m.owner); err != nil {
+			return false, err
+		}
+		m.state = next
+		m.rejoined = &status.Rejoin{Epoch: d.Epoch, Method: method, Message: said}
+		m.log.Info("Rewound", "method", method, "said", said)
+		return false, nil
+	}
+	if ctx.Err() != nil {
+		return false, err
+	}
+	aside, merr := m.moveAside(st.PromotedEpoch)
+	if merr != nil {
+		return false, fmt.Errorf("%w; and the data directory could not be moved aside: %w", err, merr)
+	}
+	m.log.Error(err, "pg_rewind failed: the data directory is kept aside and the new primary cloned afresh", "divergedData", aside)
+	m.mu.Lock()
+	// The new, empty directory was never primary; the fence stays remembered.
+	m.state = pgconf.State{Pod: m.opts.PodName, FencedEpoch: m.state.FencedEpoch}
+	m.rejoined = &status.Rejoin{Epoch: d.Epoch, Method: status.RejoinRecloned, DivergedData: aside, Message: err.Error()}
+	m.mu.Unlock()
+	return true, nil
+}
+
+// rejoinError is a rejoin that waits (the new primary out of reach).
+type rejoinError struct{ err error }
+
+func (e *rejoinError) Error() string { return e.err.Error() }
+func (e *rejoinError) Unwrap() error { return e.err }
+
+// moveAside renames the data directory to <volume>/pgdata.diverged-<epoch> (a free name) and
+// puts an empty one in its place.
+func (m *Manager) moveAside(epoch int64) (string, error) {
+	base := filepath.Join(m.opts.DataVolume, fmt.Sprintf("%s%d", divergedDirPrefix, epoch))
+	aside := base
+	for i := 2; ; i++ {
+		if _, err := os.Lstat(aside); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		aside = fmt.Sprintf("%s.%d", base, i)
+	}
+	if err := os.Rename(m.dataDir, aside); err != nil {
+		return "", fmt.Errorf("move %s to %s: %w", m.dataDir, aside, err)
+	}
+	return aside, m.prepareVolume()
+}
+
+// divergedDirs lists the data directories kept aside on the volume.
+func (m *Manager) divergedDirs() []string {
+	dirs, _ := filepath.Glob(filepath.Join(m.opts.DataVolume, divergedDirPrefix+"*"))
+	return dirs
 }
 
 // standbyConf is what a standby of endpoint writes; an empty endpoint follows nobody.

@@ -55,6 +55,7 @@ func (m *Manager) serve(ctx context.Context) (*http.Server, error) {
 func (m *Manager) Status() status.Status {
 	snap := m.obs.Snapshot()
 	lease := snap.Lease
+	diverged := m.divergedDirs()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := m.server
@@ -87,6 +88,7 @@ func (m *Manager) Status() status.Status {
 		st.LeaseRenewTime = lease.RenewTime.UTC().Format(time.RFC3339Nano)
 	}
 	st.Reason, st.Message = d.Reason, d.Message
+	st.Rejoin, st.Diverged = m.rejoined, diverged
 	if running == status.RolePrimary {
 		st.Synchronous = m.synchronousStatus(snap.Synchronous, st)
 	} else {

@@ -70,6 +70,9 @@ const (
 	// ReasonSynchronousDegraded: a primary whose durability is preferred has fewer synchronous
 	// standbys streaming than asked for, and waits for those that do (none: asynchronous).
 	ReasonSynchronousDegraded Reason = "SynchronousDegraded"
+	// ReasonRejoinFailed: a former primary cannot be rewound yet (its new primary cannot be
+	// reached); it retries, and keeps its data.
+	ReasonRejoinFailed Reason = "RejoinFailed"
 	// ReasonPrimaryUnreachable: a standby does not stream, and its own replication connection to
 	// the primary endpoint fails (the message has the error: refused, timed out, password).
 	ReasonPrimaryUnreachable Reason = "PrimaryUnreachable"
@@ -110,6 +113,11 @@ type Status struct {
 	Synchronous *Synchronous `json:"synchronous,omitempty"`
 	// Replication is, on a primary, every standby its pg_stat_replication shows.
 	Replication []Replica `json:"replication,omitempty"`
+	// Rejoin is how this instance last came back as a standby after it had been primary.
+	Rejoin *Rejoin `json:"rejoin,omitempty"`
+	// Diverged are the data directories set aside on the volume (<volume>/pgdata.diverged-<epoch>)
+	// because pg_rewind could not make them follow the new primary: kept, never deleted.
+	Diverged []string `json:"diverged,omitempty"`
 	// Reason and Message explain the role when it is not what was asked for.
 	Reason  Reason `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
@@ -150,4 +158,29 @@ type Replica struct {
 	State     string `json:"state,omitempty"`
 	SyncState string `json:"syncState,omitempty"`
 	FlushLSN  string `json:"flushLSN,omitempty"`
+}
+
+// Rejoin methods.
+const (
+	// RejoinRewound: pg_rewind made the data directory a copy of the new primary's from where
+	// their histories forked.
+	RejoinRewound = "Rewound"
+	// RejoinNoRewindNeeded: pg_rewind found nothing to undo (the old primary wrote nothing the new
+	// one lacks).
+	RejoinNoRewindNeeded = "NoRewindNeeded"
+	// RejoinRecloned: pg_rewind failed; the data directory was moved to DivergedData and the
+	// instance cloned the new primary afresh.
+	RejoinRecloned = "Recloned"
+)
+
+// Rejoin is a former primary's return as a standby; the field names are the API's InstanceRejoin.
+type Rejoin struct {
+	// Epoch is the epoch whose primary it rejoined.
+	Epoch int64 `json:"epoch"`
+	// Method is RejoinRewound, RejoinNoRewindNeeded or RejoinRecloned.
+	Method string `json:"method"`
+	// DivergedData is where its old data directory was kept (RejoinRecloned).
+	DivergedData string `json:"divergedData,omitempty"`
+	// Message is what pg_rewind said.
+	Message string `json:"message,omitempty"`
 }
