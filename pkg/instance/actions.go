@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -154,6 +155,11 @@ func (m *Manager) rejoin(ctx context.Context, d decide.Decision) (bool, error) {
 			st.PromotedEpoch, d.PrimaryEndpoint, err)}
 	}
 	su := m.credentials().superuser
+	// A primary just promoted has its new timeline in its control file only after its first
+	// checkpoint: before it, pg_rewind sees one timeline and finds nothing to undo.
+	if err := checkpoint(ctx, host, port, su); err != nil {
+		return false, &rejoinError{fmt.Errorf("a former primary (epoch %d) rewinds before it follows %s: %w", st.PromotedEpoch, d.PrimaryEndpoint, err)}
+	}
 	m.log.Info("Rewinding a former primary to follow the new one", "promotedEpoch", st.PromotedEpoch, "epoch", d.Epoch, "primaryEndpoint", d.PrimaryEndpoint)
 	said, err := m.bins.Rewind(ctx, m.dataDir, host, port, su.Username, su.Password)
 	if err == nil {
@@ -188,6 +194,29 @@ func (m *Manager) rejoin(ctx context.Context, d decide.Decision) (bool, error) {
 	m.rejoined = &status.Rejoin{Epoch: d.Epoch, Method: status.RejoinRecloned, DivergedData: aside, Message: err.Error()}
 	m.mu.Unlock()
 	return true, nil
+}
+
+// checkpoint runs CHECKPOINT on the server at host:port as the superuser.
+func checkpoint(ctx context.Context, host, port string, su pgsql.Credentials) error {
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return fmt.Errorf("port %q: %w", port, err)
+	}
+	cfg, err := pgsql.ConnConfig(host, p, su.Username, su.Password, "postgres")
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	conn, err := pgsql.Connect(cctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(cctx, "CHECKPOINT"); err != nil {
+		return fmt.Errorf("CHECKPOINT on %s: %w", net.JoinHostPort(host, port), err)
+	}
+	return nil
 }
 
 // rejoinError is a rejoin that waits (the new primary out of reach).
@@ -483,8 +512,15 @@ func (m *Manager) recordPromoted(epoch int64) error {
 	return nil
 }
 
-// fenceAtDeadline is the guard's: the Lease deadline of epoch came with no renewal seen.
+// fenceAtDeadline is the guard's: the Lease deadline of epoch came. A renewal the observer has
+// read since the guard was armed (the loop was busy: a promotion, a slow reload) moves the
+// deadline instead: the guard fences at the deadline of the last Lease known, not of the one
+// known when it was armed.
 func (m *Manager) fenceAtDeadline(epoch int64, writableUntil time.Time) {
+	if j := m.judgeLease(epoch); j.Valid {
+		m.guard.arm(epoch, j)
+		return
+	}
 	m.fence(epoch, status.ReasonFenced, fmt.Sprintf("no Lease renewal seen before the deadline; writes stop by %s",
 		writableUntil.UTC().Format(time.RFC3339Nano)))
 }
