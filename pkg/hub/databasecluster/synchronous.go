@@ -172,7 +172,8 @@ func synchronousGate(s *scope, planned *dbfleetv1alpha1.DatabaseCluster, to stri
 		}
 	}
 	r := int32(len(read))
-	if n == 0 || r+w <= n {
+	// R = 0 never qualifies, even when W > N (a primary asked for more standbys than it had).
+	if n == 0 || r == 0 || r+w <= n {
 		return fmt.Sprintf("dataDurability is required: every acknowledged commit is on %d of the synchronous standbys [%s], so more than %d of them must be read to know which has them all, but %d can be (not: [%s]); waiting for them rather than lose acknowledged writes",
 			w, strings.Join(quorum, ", "), n-w, r, strings.Join(unread, ", "))
 	}
