@@ -21,6 +21,7 @@ const (
 // embeds it, and every MemberDatabase carries a copy.
 // +kubebuilder:validation:XValidation:rule="self.engine != 'custom' || (has(self.image) && self.image.size() > 0)",message="image is required when engine is custom",fieldPath=".image",reason="FieldValueRequired"
 // +kubebuilder:validation:XValidation:rule="self.engine != 'postgres' || oldSelf.engine != 'postgres' || self.version.split('.')[0] == oldSelf.version.split('.')[0]",messageExpression="'the postgres major version cannot change (' + oldSelf.version + ' to ' + self.version + '): major upgrades (pg_upgrade) are not supported yet; minor versions of ' + oldSelf.version.split('.')[0] + ' may change'",fieldPath=".version"
+// +kubebuilder:validation:XValidation:rule="!has(self.postgres) || self.engine == 'postgres'",message="postgres settings apply only to engine postgres",fieldPath=".postgres",reason="FieldValueForbidden"
 type DatabaseTemplate struct {
 	// Engine is the database engine: postgres, mysql or custom. It cannot change after creation.
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="engine is immutable"
@@ -52,6 +53,53 @@ type DatabaseTemplate struct {
 	// Template overrides parts of the database pods.
 	// +optional
 	Template *PodTemplateOverrides `json:"template,omitempty"`
+
+	// Postgres holds settings only engine postgres has.
+	// +optional
+	Postgres *PostgresSpec `json:"postgres,omitempty"`
+}
+
+// PostgresSpec holds a postgres database's own settings.
+type PostgresSpec struct {
+	// Synchronous makes the primary wait, before it acknowledges a commit, for standbys in other
+	// clusters to have it on disk. Unset: asynchronous replication.
+	// +optional
+	Synchronous *SynchronousReplication `json:"synchronous,omitempty"`
+}
+
+// DataDurability says what a primary does when too few synchronous standbys stream.
+// +kubebuilder:validation:Enum=required;preferred
+type DataDurability string
+
+const (
+	// DataDurabilityRequired: commits wait until number standbys in other clusters have them, even
+	// when that means they wait for good; and after losing the primary the hub promotes only a
+	// standby that was synchronous, when the quorum says it has every acknowledged commit.
+	DataDurabilityRequired DataDurability = "required"
+	// DataDurabilityPreferred: while fewer than number of those standbys stream, the primary waits
+	// for those that do (none: asynchronous), so writes go on; a failover then may lose the
+	// commits only the primary had.
+	DataDurabilityPreferred DataDurability = "preferred"
+)
+
+// SynchronousReplication counts standbys in clusters other than the primary's:
+// synchronous_standby_names = 'ANY <number> (<their pods>)'. Standbys in the primary's own cluster
+// never count, so an acknowledged commit survives the loss of that whole cluster.
+type SynchronousReplication struct {
+	// Number is how many standbys in other clusters must have a commit before it is acknowledged.
+	// It should be below the number of replicas outside the primary's cluster (the admission check
+	// cannot know the placement): with required, a commit waits for good while fewer stream, and
+	// the primary says so in its status.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +required
+	Number int32 `json:"number"`
+
+	// DataDurability is required (default: commits wait for number standbys, whatever happens)
+	// or preferred (commits wait only for the standbys that stream).
+	// +kubebuilder:default=required
+	// +optional
+	DataDurability DataDurability `json:"dataDurability,omitempty"`
 }
 
 // StorageSpec describes the volume of each replica.
@@ -167,6 +215,7 @@ type PrimarySpec struct {
 }
 
 // DatabaseClusterSpec is the desired database.
+// +kubebuilder:validation:XValidation:rule="!has(self.postgres) || !has(self.postgres.synchronous) || self.postgres.synchronous.number < self.replicas",message="postgres.synchronous.number must be below replicas: the primary is not its own standby",fieldPath=".postgres.synchronous.number"
 type DatabaseClusterSpec struct {
 	DatabaseTemplate `json:",inline"`
 
@@ -353,6 +402,11 @@ type DatabaseClusterStatus struct {
 	// +listMapKey=cluster
 	// +optional
 	Evictions []Eviction `json:"evictions,omitempty"`
+	// Synchronous is what the hub knows of the primary's synchronous replication
+	// (spec.postgres.synchronous), kept here so that it outlives the primary's cluster and a hub
+	// restart: with dataDurability required, a failover promotes only a standby in it.
+	// +optional
+	Synchronous *SynchronousStatus `json:"synchronous,omitempty"`
 	// ObservedRebalance is the value of the dbfleet.io/rebalance annotation that the hub last
 	// acted on: setting the annotation to a new value asks for a full re-placement.
 	// +optional
@@ -456,6 +510,11 @@ const (
 	// ReasonFailoverCanceled (False): a move the hub was waiting to make is no longer called for
 	// (the primary's cluster came back, say): the primary stays.
 	ReasonFailoverCanceled = "FailoverCanceled"
+	// ReasonWaitingForSynchronousStandby (True): the primary's cluster is lost, durability is
+	// required, and no standby that can be promoted is known to have every acknowledged commit
+	// (too few of status.synchronous.standbys can be read for the quorum, or the most advanced is
+	// not one the hub can promote): the hub waits rather than lose acknowledged writes.
+	ReasonWaitingForSynchronousStandby = "WaitingForSynchronousStandby"
 	// ReasonSwitchoverPending (False): the first of spec.primary.preferredClusters cannot take the
 	// primary yet (it holds no replica, or is not healthy); the switchover happens once it can.
 	ReasonSwitchoverPending = "SwitchoverPending"
@@ -509,6 +568,37 @@ type DatabaseClusterList struct {
 
 func init() {
 	SchemeBuilder.Register(&DatabaseCluster{}, &DatabaseClusterList{})
+}
+
+// SynchronousStatus is the quorum of one primary epoch: every commit the primary acknowledged
+// at Epoch is on at least Number of Standbys. So once more than len(Standbys) - Number of them
+// can be read, the most advanced of those has every acknowledged commit (R + W > N).
+type SynchronousStatus struct {
+	// Epoch is the primary epoch this describes; a new primary starts a new quorum.
+	// +kubebuilder:validation:Minimum=1
+	Epoch int64 `json:"epoch"`
+	// Number is the fewest standbys a commit waited for at this epoch (W), as the primary last
+	// reported it in effect (or as asked, before it reported).
+	// +kubebuilder:validation:Minimum=0
+	Number int32 `json:"number"`
+	// Standbys are every standby that may have confirmed a commit at this epoch (N): those the
+	// primary listed in synchronous_standby_names, and those the hub has asked it to list. A name
+	// leaves only when it is in none of them any more.
+	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=set
+	// +optional
+	Standbys []string `json:"standbys,omitempty"`
+	// Synchronous are the standbys that confirmed commits at the primary's last report
+	// (pg_stat_replication.sync_state sync or quorum).
+	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=set
+	// +optional
+	Synchronous []string `json:"synchronous,omitempty"`
+	// Durability is spec.postgres.synchronous.dataDurability when this was recorded.
+	// +optional
+	Durability DataDurability `json:"durability,omitempty"`
 }
 
 // DatabaseEndpoints are host:port addresses of a database's instances.

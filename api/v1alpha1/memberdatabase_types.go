@@ -146,10 +146,100 @@ type InstanceStatus struct {
 	// Ready says the instance passes its readiness check: a primary accepts writes, a standby
 	// streams.
 	Ready bool `json:"ready"`
+	// Synchronous is, on the primary, its synchronous replication as it runs it.
+	// +optional
+	Synchronous *InstanceSynchronous `json:"synchronous,omitempty"`
+	// Replication is, on the primary, every standby its pg_stat_replication shows.
+	// +kubebuilder:validation:MaxItems=1024
+	// +optional
+	Replication []StandbyReplication `json:"replication,omitempty"`
+	// Rejoin is how a former primary last came back as a standby: pg_rewind, or a fresh clone
+	// with its old data kept aside.
+	// +optional
+	Rejoin *InstanceRejoin `json:"rejoin,omitempty"`
+	// Diverged are the data directories kept on the instance's volume because pg_rewind could
+	// not make them follow the new primary (<volume>/pgdata.diverged-<epoch>); never deleted.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +optional
+	Diverged []string `json:"diverged,omitempty"`
 	// Message says why the status could not be read, when Role is unknown.
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	Message string `json:"message,omitempty"`
+}
+
+// InstanceSynchronous is a primary's synchronous replication (spec.postgres.synchronous).
+type InstanceSynchronous struct {
+	// Durability is required or preferred.
+	// +optional
+	Durability DataDurability `json:"durability,omitempty"`
+	// Wanted is spec.postgres.synchronous.number.
+	// +optional
+	Wanted int32 `json:"wanted,omitempty"`
+	// Number is how many standbys a commit waits for now: wanted, or fewer with preferred while
+	// fewer stream (0: asynchronous).
+	// +optional
+	Number int32 `json:"number"`
+	// StandbyNames is synchronous_standby_names in effect.
+	// +kubebuilder:validation:MaxLength=300000
+	// +optional
+	StandbyNames string `json:"standbyNames,omitempty"`
+	// Standbys are the standbys it may wait for: the pods of the other clusters' shares.
+	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:items:MaxLength=253
+	// +optional
+	Standbys []string `json:"standbys,omitempty"`
+	// Synchronous are those that confirm commits now (sync_state sync or quorum).
+	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:items:MaxLength=253
+	// +optional
+	Synchronous []string `json:"synchronous,omitempty"`
+	// Waiting: durability is required and fewer than wanted standbys stream, so commits do not
+	// return until more do.
+	// +optional
+	Waiting bool `json:"waiting,omitempty"`
+	// Degraded: durability is preferred and fewer than wanted standbys stream, so commits wait
+	// for fewer (Number).
+	// +optional
+	Degraded bool `json:"degraded,omitempty"`
+}
+
+// InstanceRejoin is a former primary's return as a standby.
+type InstanceRejoin struct {
+	// Epoch is the epoch whose primary it rejoined.
+	Epoch int64 `json:"epoch"`
+	// Method is Rewound (pg_rewind undid what only it had), NoRewindNeeded, or Recloned (pg_rewind
+	// failed: its data was kept in divergedData and it cloned the new primary).
+	// +kubebuilder:validation:Enum=Rewound;NoRewindNeeded;Recloned
+	Method string `json:"method"`
+	// DivergedData is where its old data directory was kept (Recloned).
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	DivergedData string `json:"divergedData,omitempty"`
+	// Message is what pg_rewind said.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// StandbyReplication is one standby as the primary's pg_stat_replication shows it.
+type StandbyReplication struct {
+	// Pod is its application_name (its pod name).
+	// +kubebuilder:validation:MaxLength=253
+	Pod string `json:"pod"`
+	// State is startup, catchup, streaming, backup or stopping.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	State string `json:"state,omitempty"`
+	// SyncState is async, potential, sync or quorum.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	SyncState string `json:"syncState,omitempty"`
+	// FlushLSN is the last WAL position the standby has on disk, as the primary knows it.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	FlushLSN string `json:"flushLSN,omitempty"`
 }
 
 // The conditions of a MemberDatabase, each with the reasons its agent gives it (pkg/agent/member).

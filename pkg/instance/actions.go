@@ -7,11 +7,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dbfleet/dbfleet/pkg/instance/decide"
+	"github.com/dbfleet/dbfleet/pkg/instance/observe"
 	"github.com/dbfleet/dbfleet/pkg/instance/pgconf"
 	"github.com/dbfleet/dbfleet/pkg/instance/pgsql"
 	"github.com/dbfleet/dbfleet/pkg/instance/status"
@@ -20,6 +23,9 @@ import (
 // cloneDirSuffix names the directory a clone is made in, beside the data directory; it becomes
 // the data directory only once pg_basebackup has finished.
 const cloneDirSuffix = ".clone"
+
+// cloneAppSuffix makes pg_basebackup's application_name: "<pod>-clone".
+const cloneAppSuffix = "-clone"
 
 // errBackoff: an attempt to start postgres came too soon after the last one.
 var errBackoff = errors.New("waiting before starting postgres again")
@@ -53,7 +59,7 @@ func (m *Manager) bootstrap(ctx context.Context, d decide.Decision) error {
 	if err := m.recordPromoted(d.Epoch); err != nil {
 		return err
 	}
-	return m.startPrimary(ctx, d)
+	return m.startPrimary(ctx, d, m.obs.Snapshot().Synchronous)
 }
 
 // clone copies the primary into the (empty) data directory.
@@ -69,7 +75,9 @@ func (m *Manager) clone(ctx context.Context, d decide.Decision) error {
 	}
 	m.log.Info("Cloning the primary", "primaryEndpoint", d.PrimaryEndpoint)
 	r := m.credentials().replication
-	if err := m.bins.BaseBackup(ctx, tmp, host, port, r.Username, r.Password, m.opts.PodName); err != nil {
+	// Not the pod name: pg_basebackup's WAL stream would count as the synchronous standby of that
+	// name, and confirm commits into a copy that is thrown away if the clone fails.
+	if err := m.bins.BaseBackup(ctx, tmp, host, port, r.Username, r.Password, m.opts.PodName+cloneAppSuffix); err != nil {
 		return err
 	}
 	if err := pgconf.RemoveState(tmp); err != nil {
@@ -102,6 +110,9 @@ func (m *Manager) runStandby(ctx context.Context, d decide.Decision) error {
 	if err := m.checkSystemIdentifier(ctx, d.PrimaryEndpoint); err != nil {
 		return err
 	}
+	if recloning, err := m.rejoin(ctx, d); err != nil || recloning {
+		return err
+	}
 	if err := m.writeConfig(); err != nil {
 		return err
 	}
@@ -112,6 +123,129 @@ func (m *Manager) runStandby(ctx context.Context, d decide.Decision) error {
 		return err
 	}
 	return m.start(status.RoleStandby, 0)
+}
+
+// divergedDirPrefix starts the name of a data directory set aside because it could not be
+// rewound: <volume>/pgdata.diverged-<epoch>.
+const divergedDirPrefix = DataDirName + ".diverged-"
+
+// rejoin makes a data directory that was primary since it last followed anyone (it may hold
+// writes that no other instance has: the old primary of a failover) a copy of the primary at
+// d.PrimaryEndpoint from where their histories forked, with pg_rewind, before it starts as that
+// primary's standby. When pg_rewind fails, the directory is moved aside, whole, to
+// <volume>/pgdata.diverged-<its promoted epoch> (never deleted: it may hold acknowledged writes)
+// and an empty one takes its place, which the next step clones; it then returns true. An
+// unreachable primary is no failure of pg_rewind: it returns the error and retries.
+func (m *Manager) rejoin(ctx context.Context, d decide.Decision) (bool, error) {
+	m.mu.Lock()
+	st := m.state
+	m.mu.Unlock()
+	if d.PrimaryEndpoint == "" || st.PromotedEpoch <= st.RejoinedEpoch {
+		return false, nil
+	}
+	host, port, err := net.SplitHostPort(d.PrimaryEndpoint)
+	if err != nil {
+		return false, fmt.Errorf("primary endpoint %q: %w", d.PrimaryEndpoint, err)
+	}
+	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = pgsql.IdentifySystem(ictx, host, port, m.credentials().replication)
+	cancel()
+	if err != nil {
+		return false, &rejoinError{fmt.Errorf("a former primary (epoch %d) rewinds before it follows %s, which cannot be reached: %w",
+			st.PromotedEpoch, d.PrimaryEndpoint, err)}
+	}
+	su := m.credentials().superuser
+	// A primary just promoted has its new timeline in its control file only after its first
+	// checkpoint: before it, pg_rewind sees one timeline and finds nothing to undo.
+	if err := checkpoint(ctx, host, port, su); err != nil {
+		return false, &rejoinError{fmt.Errorf("a former primary (epoch %d) rewinds before it follows %s: %w", st.PromotedEpoch, d.PrimaryEndpoint, err)}
+	}
+	m.log.Info("Rewinding a former primary to follow the new one", "promotedEpoch", st.PromotedEpoch, "epoch", d.Epoch, "primaryEndpoint", d.PrimaryEndpoint)
+	said, err := m.bins.Rewind(ctx, m.dataDir, host, port, su.Username, su.Password)
+	if err == nil {
+		method := status.RejoinRewound
+		if strings.Contains(said, "no rewind required") {
+			method = status.RejoinNoRewindNeeded
+		}
+		// pg_rewind copied the primary's files over this directory's, the state file among them.
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		next := m.state
+		next.Pod, next.RejoinedEpoch = m.opts.PodName, d.Epoch
+		if err := pgconf.WriteState(m.dataDir, next, m.owner); err != nil {
+			return false, err
+		}
+		m.state = next
+		m.rejoined = &status.Rejoin{Epoch: d.Epoch, Method: method, Message: said}
+		m.log.Info("Rewound", "method", method, "said", said)
+		return false, nil
+	}
+	if ctx.Err() != nil {
+		return false, err
+	}
+	aside, merr := m.moveAside(st.PromotedEpoch)
+	if merr != nil {
+		return false, fmt.Errorf("%w; and the data directory could not be moved aside: %w", err, merr)
+	}
+	m.log.Error(err, "pg_rewind failed: the data directory is kept aside and the new primary cloned afresh", "divergedData", aside)
+	m.mu.Lock()
+	// The new, empty directory was never primary; the fence stays remembered.
+	m.state = pgconf.State{Pod: m.opts.PodName, FencedEpoch: m.state.FencedEpoch}
+	m.rejoined = &status.Rejoin{Epoch: d.Epoch, Method: status.RejoinRecloned, DivergedData: aside, Message: err.Error()}
+	m.mu.Unlock()
+	return true, nil
+}
+
+// checkpoint runs CHECKPOINT on the server at host:port as the superuser.
+func checkpoint(ctx context.Context, host, port string, su pgsql.Credentials) error {
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return fmt.Errorf("port %q: %w", port, err)
+	}
+	cfg, err := pgsql.ConnConfig(host, p, su.Username, su.Password, "postgres")
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	conn, err := pgsql.Connect(cctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(cctx, "CHECKPOINT"); err != nil {
+		return fmt.Errorf("CHECKPOINT on %s: %w", net.JoinHostPort(host, port), err)
+	}
+	return nil
+}
+
+// rejoinError is a rejoin that waits (the new primary out of reach).
+type rejoinError struct{ err error }
+
+func (e *rejoinError) Error() string { return e.err.Error() }
+func (e *rejoinError) Unwrap() error { return e.err }
+
+// moveAside renames the data directory to <volume>/pgdata.diverged-<epoch> (a free name) and
+// puts an empty one in its place.
+func (m *Manager) moveAside(epoch int64) (string, error) {
+	base := filepath.Join(m.opts.DataVolume, fmt.Sprintf("%s%d", divergedDirPrefix, epoch))
+	aside := base
+	for i := 2; ; i++ {
+		if _, err := os.Lstat(aside); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		aside = fmt.Sprintf("%s.%d", base, i)
+	}
+	if err := os.Rename(m.dataDir, aside); err != nil {
+		return "", fmt.Errorf("move %s to %s: %w", m.dataDir, aside, err)
+	}
+	return aside, m.prepareVolume()
+}
+
+// divergedDirs lists the data directories kept aside on the volume.
+func (m *Manager) divergedDirs() []string {
+	dirs, _ := filepath.Glob(filepath.Join(m.opts.DataVolume, divergedDirPrefix+"*"))
+	return dirs
 }
 
 // standbyConf is what a standby of endpoint writes; an empty endpoint follows nobody.
@@ -168,6 +302,11 @@ func (m *Manager) checkSystemIdentifier(ctx context.Context, endpoint string) er
 // promote ends recovery at d.Epoch (or, already primary, adopts d.Epoch).
 func (m *Manager) promote(ctx context.Context, d decide.Decision) error {
 	if m.running() == status.RoleStandby {
+		// The standby's synchronous_standby_names came with its clone (the old primary's) or
+		// from nobody: set this primary's before it may take a write.
+		if err := m.syncSynchronous(ctx, m.obs.Snapshot().Synchronous, true); err != nil {
+			return err
+		}
 		if err := m.allowWrites(d); err != nil {
 			return err
 		}
@@ -188,13 +327,18 @@ func (m *Manager) promote(ctx context.Context, d decide.Decision) error {
 	return nil
 }
 
-// runPrimary keeps postgres running as primary and its slots in step with the standbys.
-func (m *Manager) runPrimary(ctx context.Context, d decide.Decision, standbys []string) error {
+// runPrimary keeps postgres running as primary, its synchronous_standby_names and its slots in
+// step with the standbys.
+func (m *Manager) runPrimary(ctx context.Context, d decide.Decision, snap observe.Snapshot) error {
 	if m.running() != status.RolePrimary {
-		if err := m.startPrimary(ctx, d); err != nil {
+		if err := m.startPrimary(ctx, d, snap.Synchronous); err != nil {
 			return err
 		}
 	}
+	if err := m.syncSynchronous(ctx, snap.Synchronous, true); err != nil {
+		return err
+	}
+	standbys := snap.Standbys
 	m.mu.Lock()
 	due := time.Since(m.slotsSync) >= time.Second
 	m.mu.Unlock()
@@ -222,9 +366,31 @@ func (m *Manager) runPrimary(ctx context.Context, d decide.Decision, standbys []
 	return err
 }
 
+// syncSynchronous writes synchronous_standby_names as the pod asks, judged against the standbys
+// that stream as last read, and reloads postgres when it changed and reload is set.
+func (m *Manager) syncSynchronous(ctx context.Context, want decide.Synchronous, reload bool) error {
+	m.mu.Lock()
+	replicas := m.server.Replication
+	if m.serverAs != status.RolePrimary {
+		replicas = nil // a standby's reading, or none yet: nobody is known to stream
+	}
+	m.mu.Unlock()
+	names, _ := decide.PlanSynchronous(want, m.opts.PodName, replicas)
+	changed, err := pgconf.WriteSynchronous(m.dataDir, names, m.owner)
+	if err != nil || !changed || !reload {
+		return err
+	}
+	m.log.Info("Synchronous standbys", "synchronousStandbyNames", names)
+	return m.withConn(ctx, pgsql.Reload)
+}
+
 // startPrimary starts postgres out of recovery and sets the roles from the Secrets.
-func (m *Manager) startPrimary(ctx context.Context, d decide.Decision) error {
+func (m *Manager) startPrimary(ctx context.Context, d decide.Decision, sync decide.Synchronous) error {
 	if err := m.writeConfig(); err != nil {
+		return err
+	}
+	// Before the first write: a required primary never acknowledges a commit alone.
+	if err := m.syncSynchronous(ctx, sync, false); err != nil {
 		return err
 	}
 	if _, err := pgconf.WriteStandby(m.dataDir, pgconf.Standby{}, m.owner); err != nil {
@@ -346,8 +512,15 @@ func (m *Manager) recordPromoted(epoch int64) error {
 	return nil
 }
 
-// fenceAtDeadline is the guard's: the Lease deadline of epoch came with no renewal seen.
+// fenceAtDeadline is the guard's: the Lease deadline of epoch came. A renewal the observer has
+// read since the guard was armed (the loop was busy: a promotion, a slow reload) moves the
+// deadline instead: the guard fences at the deadline of the last Lease known, not of the one
+// known when it was armed.
 func (m *Manager) fenceAtDeadline(epoch int64, writableUntil time.Time) {
+	if j := m.judgeLease(epoch); j.Valid {
+		m.guard.arm(epoch, j)
+		return
+	}
 	m.fence(epoch, status.ReasonFenced, fmt.Sprintf("no Lease renewal seen before the deadline; writes stop by %s",
 		writableUntil.UTC().Format(time.RFC3339Nano)))
 }

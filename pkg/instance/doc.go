@@ -5,6 +5,6 @@
 // the standbys, and serves /healthz, /readyz and /status.
 //
 // Its parts: options.go (flags with environment fallbacks, the mounted Secrets), manager.go
-// (the loop that observes, decides and acts), actions.go (bootstrap, clone, standby, promote,
-// primary, fence), guard.go (the fence timer), server.go (HTTP and the status it reports).
+// (the loop that observes, decides and acts), actions.go (bootstrap, clone, standby, rejoin with
+// pg_rewind, promote, primary and its synchronous_standby_names, fence), guard.go (the fence timer), server.go (HTTP and the status it reports).
 package instance

@@ -77,6 +77,8 @@ type Manager struct {
 	volume volumeSpace
 	// upstream is a non-streaming standby's own try of its primary endpoint (upstream.go).
 	upstream upstreamCheck
+	// rejoined is how a former primary last came back as a standby (actions.go, rejoin).
+	rejoined *status.Rejoin
 }
 
 type mismatchCheck struct {
@@ -266,7 +268,7 @@ func (m *Manager) step(ctx context.Context) {
 	case decide.ActionPromote:
 		reason, err = status.ReasonPromoteFailed, m.promote(ctx, d)
 	case decide.ActionRunPrimary:
-		reason, err = status.ReasonStartFailed, m.runPrimary(ctx, d, snap.Standbys)
+		reason, err = status.ReasonStartFailed, m.runPrimary(ctx, d, snap)
 	}
 	m.mu.Lock()
 	if err != nil && !errors.Is(err, errBackoff) {
@@ -276,9 +278,12 @@ func (m *Manager) step(ctx context.Context) {
 	}
 	m.mu.Unlock()
 	var mismatch *mismatchError
+	var rejoin *rejoinError
 	switch {
 	case errors.As(err, &mismatch):
 		m.setError(status.ReasonSystemIdentifierMismatch, err)
+	case errors.As(err, &rejoin):
+		m.setError(status.ReasonRejoinFailed, err)
 	case errors.Is(err, errBackoff):
 	case err != nil:
 		m.setError(reason, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dbfleet/dbfleet/pkg/instance/decide"
 	"github.com/dbfleet/dbfleet/pkg/instance/pgsql"
 	"github.com/dbfleet/dbfleet/pkg/instance/status"
 )
@@ -52,7 +53,9 @@ func (m *Manager) serve(ctx context.Context) (*http.Server, error) {
 
 // Status is what /status reports now.
 func (m *Manager) Status() status.Status {
-	lease := m.obs.Snapshot().Lease
+	snap := m.obs.Snapshot()
+	lease := snap.Lease
+	diverged := m.divergedDirs()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := m.server
@@ -85,6 +88,12 @@ func (m *Manager) Status() status.Status {
 		st.LeaseRenewTime = lease.RenewTime.UTC().Format(time.RFC3339Nano)
 	}
 	st.Reason, st.Message = d.Reason, d.Message
+	st.Rejoin, st.Diverged = m.rejoined, diverged
+	if running == status.RolePrimary {
+		st.Synchronous = m.synchronousStatus(snap.Synchronous, st)
+	} else {
+		st.Synchronous, st.Replication = nil, nil
+	}
 	switch {
 	case m.volume.full():
 		// First: it explains the failures that follow from it (postgres stopping, a start failing).
@@ -101,8 +110,33 @@ func (m *Manager) Status() status.Status {
 		st.Reason, st.Message = status.ReasonCredentialsInvalid, m.credsErr.Error()
 	case running == status.RoleStandby && !st.Streaming && m.upstream.err != nil:
 		st.Reason, st.Message = status.ReasonPrimaryUnreachable, "not streaming: "+m.upstream.err.Error()
+	case st.Synchronous != nil && st.Synchronous.Waiting:
+		// Not ready: a client's commit does not return (the readiness write does not wait).
+		st.Ready = false
+		st.Reason, st.Message = status.ReasonWaitingForSynchronousStandbys, decide.SynchronousMessage(st.Synchronous)
+	case st.Synchronous != nil && st.Synchronous.Degraded:
+		st.Reason, st.Message = status.ReasonSynchronousDegraded, decide.SynchronousMessage(st.Synchronous)
 	}
 	return st
+}
+
+// synchronousStatus is a running primary's synchronous replication: what the pod asks, judged
+// against the standbys that stream, with the setting postgres really has in effect (st, as last
+// read). Nil when the pod asks for none and none is in effect.
+func (m *Manager) synchronousStatus(want decide.Synchronous, st status.Status) *status.Synchronous {
+	inEffect := ""
+	if st.Synchronous != nil {
+		inEffect = st.Synchronous.StandbyNames
+	}
+	_, plan := decide.PlanSynchronous(want, m.opts.PodName, st.Replication)
+	if plan == nil {
+		if inEffect == "" {
+			return nil
+		}
+		plan = &status.Synchronous{}
+	}
+	plan.StandbyNames = inEffect
+	return plan
 }
 
 // watchServer reads the server's state every statusInterval until ctx ends.
@@ -168,6 +202,10 @@ func (m *Manager) readServer(ctx context.Context, conn *pgx.Conn, running status
 	switch {
 	case running == status.RolePrimary && !srv.InRecovery:
 		st.Ready = pgsql.Write(ctx, conn) == nil
+		st.Synchronous = &status.Synchronous{StandbyNames: srv.SynchronousStandbyNames}
+		for _, r := range srv.Replication {
+			st.Replication = append(st.Replication, status.Replica{Pod: r.ApplicationName, State: r.State, SyncState: r.SyncState, FlushLSN: r.FlushLSN})
+		}
 	case running == status.RoleStandby && srv.InRecovery:
 		st.Ready = srv.Streaming
 	}

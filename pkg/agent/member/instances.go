@@ -22,6 +22,10 @@ import (
 // in time is reported unknown rather than hold up its share's pass (and its primary Lease).
 const instanceStatusTimeout = time.Second
 
+// maxDiverged bounds how many kept data directories of one instance the agent reports (the API's
+// limit); the newest are kept.
+const maxDiverged = 64
+
 // maxStatusBody bounds what the agent reads of a /status answer.
 const maxStatusBody = 64 << 10
 
@@ -103,6 +107,12 @@ func readInstances(ctx context.Context, c *http.Client, targets []instanceTarget
 			}
 			st.Pod = t.pod // the pod the agent asked, whatever the answer says
 			st.Message = truncateMessage(st.Message)
+			if st.Rejoin != nil {
+				st.Rejoin.Message = truncateMessage(st.Rejoin.Message)
+			}
+			if len(st.Diverged) > maxDiverged {
+				st.Diverged = st.Diverged[len(st.Diverged)-maxDiverged:]
+			}
 			out[i] = st
 		}()
 	}

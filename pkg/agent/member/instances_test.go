@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -46,7 +47,7 @@ func TestReadInstancesFromStatusEndpoints(t *testing.T) {
 	}
 	want := dbfleetv1alpha1.InstanceStatus{Pod: "orders-1", Role: "standby", Timeline: 2, ReceivedLSN: "0/3000148",
 		ReplayedLSN: "0/3000060", LagBytes: 232, Ready: true}
-	if got[0].InstanceStatus != want || got[0].Epoch != 3 {
+	if !reflect.DeepEqual(got[0].InstanceStatus, want) || got[0].Epoch != 3 {
 		t.Errorf("orders-1: %+v, want %+v at epoch 3", got[0], want)
 	}
 	for _, in := range got[1:] {

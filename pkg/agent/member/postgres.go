@@ -201,7 +201,9 @@ func withInstanceManager(sts *appsv1.StatefulSet, mdb *dbfleetv1alpha1.MemberDat
 }
 
 // desiredInstanceAnnotations are the annotations each pod's instance manager reads (package
-// pkg/instance/observe), by pod name: every pod gets the share's epoch; in the primary
+// pkg/instance/observe), by pod name: every pod gets the share's epoch and its synchronous
+// replication (spec.database.postgres.synchronous, counting the other clusters' pods of
+// spec.standbys, which only the primary share has); in the primary
 // cluster's share, the standbys get the primary pod's address as their primary endpoint once it
 // has one, and the primary pod the names of the share's standbys and of the other clusters'
 // (spec.standbys, from the hub), for which it keeps replication slots. In the other clusters'
@@ -211,13 +213,32 @@ func desiredInstanceAnnotations(mdb *dbfleetv1alpha1.MemberDatabase, pods []core
 	out := map[string]map[string]string{}
 	var primary *corev1.Pod
 	var standbys []string
+	own := sharePodNames(mdb)
+	var remote []string
+	for _, name := range mdb.Spec.Standbys {
+		if !slices.Contains(own, name) {
+			remote = append(remote, name)
+		}
+	}
+	sort.Strings(remote)
+	durability, number := "", 0
+	if pg := mdb.Spec.Database.Postgres; pg != nil && pg.Synchronous != nil {
+		durability, number = string(pg.Synchronous.DataDurability), int(pg.Synchronous.Number)
+		if durability == "" {
+			durability = string(dbfleetv1alpha1.DataDurabilityRequired)
+		}
+	}
 	for i := range pods {
 		pod := &pods[i]
 		role, err := PodRole(mdb, pod.Name, false)
 		if err != nil {
 			continue
 		}
-		out[pod.Name] = map[string]string{observe.AnnotationEpoch: strconv.FormatInt(mdb.Spec.Epoch, 10)}
+		// Every pod, not only the primary: the epoch, durability and standbys arrive in one
+		// patch, so no pod is ever primary at an epoch without them.
+		out[pod.Name] = map[string]string{observe.AnnotationEpoch: strconv.FormatInt(mdb.Spec.Epoch, 10),
+			observe.AnnotationSynchronous:         observe.FormatSynchronous(durability, number),
+			observe.AnnotationSynchronousStandbys: strings.Join(remote, ",")}
 		if role == dbfleetv1alpha1.RolePrimary {
 			primary = pod
 		} else {

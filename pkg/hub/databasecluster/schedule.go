@@ -44,10 +44,15 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 	start := time.Now()
 	// Schedule on a copy: a failover may have to wait for the old primary to fence itself.
 	planned := dbc.DeepCopy()
+	progress := scheduling.Progress(s.memberDBs)
+	if required(dbc) {
+		// Only a standby of the quorum may take the primary: the others count as having nothing.
+		progress = synchronousProgress(s)
+	}
 	out := scheduling.ScheduleMatched(planned, match, s.members, now, scheduling.Options{
 		DefaultTolerationSeconds: r.DefaultTolerationSeconds,
 		Avoid:                    avoid,
-		Progress:                 scheduling.Progress(s.memberDBs),
+		Progress:                 progress,
 	})
 	schedulingSeconds.Observe(time.Since(start).Seconds())
 	decisions.WithLabelValues(out.Reason).Inc()
@@ -79,6 +84,13 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 				// Keep the placement in force, old share and primary included, until it is safe.
 				s.failover.hold(reason, msg)
 				return soonest(wait, requeue), nil
+			}
+			if required(dbc) {
+				if msg := synchronousGate(s, planned, to); msg != "" {
+					// The standbys' reports wake the database again; the requeue is a safety net.
+					s.failover.hold(dbfleetv1alpha1.ReasonWaitingForSynchronousStandby, msg)
+					return soonest(synchronousRecheck, requeue), nil
+				}
 			}
 		}
 	}
@@ -129,6 +141,10 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 	}
 	return requeue, nil
 }
+
+// synchronousRecheck is when a failover held for its synchronous standbys is looked at again,
+// should no report of theirs wake it first.
+const synchronousRecheck = 30 * time.Second
 
 // evictionGrantTTL is how long a database's pass through the eviction limit stays valid for its
 // retries.

@@ -16,6 +16,7 @@ import (
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
 	"github.com/dbfleet/dbfleet/pkg/instance/decide"
+	"github.com/dbfleet/dbfleet/pkg/instance/status"
 )
 
 // The Pod metadata the instance manager reads; the agent writes it.
@@ -30,7 +31,31 @@ const (
 	// AnnotationStandbys lists, comma-separated, the application names (pod names) of the
 	// standbys the primary keeps a replication slot for.
 	AnnotationStandbys = "dbfleet.io/standbys"
+	// AnnotationSynchronous is the primary pod's synchronous replication, "<dataDurability>
+	// <number>" (e.g. "required 1"); empty or absent: asynchronous.
+	AnnotationSynchronous = "dbfleet.io/synchronous"
+	// AnnotationSynchronousStandbys lists, comma-separated, the standbys a synchronous primary
+	// counts: the pods of the other clusters' shares.
+	AnnotationSynchronousStandbys = "dbfleet.io/synchronous-standbys"
 )
+
+// FormatSynchronous is the value of AnnotationSynchronous.
+func FormatSynchronous(durability string, number int) string {
+	if durability == "" || number <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s %d", durability, number)
+}
+
+// ParseSynchronous reads the two annotations; a malformed value is asynchronous.
+func ParseSynchronous(value, standbys string) decide.Synchronous {
+	durability, n, ok := strings.Cut(strings.TrimSpace(value), " ")
+	number, err := strconv.Atoi(strings.TrimSpace(n))
+	if !ok || err != nil || number <= 0 || (durability != status.DurabilityRequired && durability != status.DurabilityPreferred) {
+		return decide.Synchronous{}
+	}
+	return decide.Synchronous{Durability: durability, Number: number, Standbys: ParseStandbys(standbys)}
+}
 
 // PrimaryLeaseName is the Lease the instance reads for database db in its namespace.
 func PrimaryLeaseName(db string) string { return fence.PrimaryLeaseName(db) }
@@ -39,7 +64,9 @@ func PrimaryLeaseName(db string) string { return fence.PrimaryLeaseName(db) }
 type Snapshot struct {
 	Pod      decide.Pod
 	Standbys []string
-	Lease    decide.Lease
+	// Synchronous is what the pod asks of a primary's synchronous replication.
+	Synchronous decide.Synchronous
+	Lease       decide.Lease
 	// LeaseRead is when the Lease (or its absence) was last read; zero before the first read.
 	LeaseRead time.Time
 	// Err is the last read error, cleared by the next successful read.
@@ -75,6 +102,7 @@ func (o *Observer) Snapshot() Snapshot {
 	defer o.mu.Unlock()
 	s := o.snap
 	s.Standbys = append([]string(nil), o.snap.Standbys...)
+	s.Synchronous.Standbys = append([]string(nil), o.snap.Synchronous.Standbys...)
 	return s
 }
 
@@ -107,7 +135,7 @@ func (o *Observer) read(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, o.Interval*5)
 	defer cancel()
 	var errs []string
-	pod, standbys, podErr := o.readPod(ctx)
+	pod, standbys, sync, podErr := o.readPod(ctx)
 	if podErr != nil {
 		errs = append(errs, podErr.Error())
 	}
@@ -121,7 +149,7 @@ func (o *Observer) read(ctx context.Context) error {
 	defer o.mu.Unlock()
 	before := o.snap
 	if podErr == nil {
-		o.snap.Pod, o.snap.Standbys = pod, standbys
+		o.snap.Pod, o.snap.Standbys, o.snap.Synchronous = pod, standbys, sync
 	}
 	if leaseErr == nil {
 		o.snap.Lease, o.snap.LeaseRead = lease, read
@@ -130,7 +158,8 @@ func (o *Observer) read(ctx context.Context) error {
 	if len(errs) > 0 {
 		o.snap.Err = fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
-	if before.Pod != o.snap.Pod || before.Lease != o.snap.Lease || strings.Join(before.Standbys, ",") != strings.Join(o.snap.Standbys, ",") {
+	if before.Pod != o.snap.Pod || before.Lease != o.snap.Lease || strings.Join(before.Standbys, ",") != strings.Join(o.snap.Standbys, ",") ||
+		!before.Synchronous.Equal(o.snap.Synchronous) {
 		select {
 		case o.changed <- struct{}{}:
 		default:
@@ -139,16 +168,17 @@ func (o *Observer) read(ctx context.Context) error {
 	return o.snap.Err
 }
 
-func (o *Observer) readPod(ctx context.Context) (decide.Pod, []string, error) {
+func (o *Observer) readPod(ctx context.Context) (decide.Pod, []string, decide.Synchronous, error) {
 	p, err := o.Client.CoreV1().Pods(o.Namespace).Get(ctx, o.Pod, metav1.GetOptions{})
 	if err != nil {
-		return decide.Pod{}, nil, fmt.Errorf("read pod %s/%s: %w", o.Namespace, o.Pod, err)
+		return decide.Pod{}, nil, decide.Synchronous{}, fmt.Errorf("read pod %s/%s: %w", o.Namespace, o.Pod, err)
 	}
 	pod := decide.Pod{Known: true, Role: p.Labels[LabelRole], PrimaryEndpoint: strings.TrimSpace(p.Annotations[AnnotationPrimaryEndpoint])}
 	if e, err := strconv.ParseInt(strings.TrimSpace(p.Annotations[AnnotationEpoch]), 10, 64); err == nil && e > 0 {
 		pod.Epoch = e
 	}
-	return pod, ParseStandbys(p.Annotations[AnnotationStandbys]), nil
+	return pod, ParseStandbys(p.Annotations[AnnotationStandbys]),
+		ParseSynchronous(p.Annotations[AnnotationSynchronous], p.Annotations[AnnotationSynchronousStandbys]), nil
 }
 
 // ParseStandbys splits the standbys annotation.

@@ -16,6 +16,9 @@ const (
 	// StandbyConfFile holds primary_conninfo and primary_slot_name; ConfFile includes it, so a
 	// new primary endpoint takes effect on a reload.
 	StandbyConfFile = "dbfleet-standby.conf"
+	// SynchronousConfFile holds synchronous_standby_names; ConfFile includes it, so the manager
+	// changes it with a reload.
+	SynchronousConfFile = "dbfleet-synchronous.conf"
 	// StandbySignal makes postgres start in standby mode.
 	StandbySignal = "standby.signal"
 	// VersionFile exists in every initialised data directory.
@@ -83,6 +86,7 @@ func Write(dir string, s Settings, a Auth, owner *Owner) error {
 		fmt.Fprintf(&b, "%s = %s\n", kv[0], kv[1])
 	}
 	fmt.Fprintf(&b, "include_if_exists = %s\n", Quote(StandbyConfFile))
+	fmt.Fprintf(&b, "include_if_exists = %s\n", Quote(SynchronousConfFile))
 	if err := writeFile(filepath.Join(dir, ConfFile), []byte(b.String()), owner); err != nil {
 		return err
 	}
@@ -138,6 +142,26 @@ func WriteStandby(dir string, s Standby, owner *Owner) (bool, error) {
 			Quote(s.Conninfo()), Quote(s.SlotName))
 	}
 	return writeIfChanged(filepath.Join(dir, StandbyConfFile), []byte(content), owner)
+}
+
+// WriteSynchronous writes dbfleet-synchronous.conf with synchronous_standby_names = names (empty:
+// asynchronous); it reports whether the file changed, so the caller knows to reload.
+func WriteSynchronous(dir, names string, owner *Owner) (bool, error) {
+	content := fmt.Sprintf("# Written by dbfleet-instance; edits are lost.\nsynchronous_standby_names = %s\n", Quote(names))
+	return writeIfChanged(filepath.Join(dir, SynchronousConfFile), []byte(content), owner)
+}
+
+// StandbyNames is the synchronous_standby_names value that waits for any number of standbys
+// (quorum commit: ANY n, not FIRST n, so no standby is preferred over another).
+func StandbyNames(number int, standbys []string) string {
+	if number <= 0 || len(standbys) == 0 {
+		return ""
+	}
+	quoted := make([]string, len(standbys))
+	for i, s := range standbys {
+		quoted[i] = `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+	}
+	return fmt.Sprintf("ANY %d (%s)", number, strings.Join(quoted, ", "))
 }
 
 // SetStandbySignal creates or removes standby.signal.

@@ -21,6 +21,10 @@ type State struct {
 	PromotedEpoch int64 `json:"promotedEpoch,omitempty"`
 	// FencedEpoch is the highest epoch at which the instance fenced itself.
 	FencedEpoch int64 `json:"fencedEpoch,omitempty"`
+	// RejoinedEpoch is the epoch whose primary this data directory was last rewound to follow
+	// (pg_rewind). A directory promoted after that (PromotedEpoch above it) may hold writes no
+	// other instance has, so it is rewound before it follows anyone again.
+	RejoinedEpoch int64 `json:"rejoinedEpoch,omitempty"`
 }
 
 // ReadState reads the state of pod; a missing file or another pod's is the zero State.

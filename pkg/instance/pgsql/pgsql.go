@@ -27,6 +27,10 @@ func ConnConfig(host string, port int, user, password, dbname string) (*pgx.Conn
 	cfg.TLSConfig = nil
 	cfg.Fallbacks = nil
 	cfg.ConnectTimeout = 5e9
+	// The manager's own writes (roles, passwords, the readiness write) are acknowledged once on
+	// the primary's disk: with synchronous replication required they would otherwise wait for
+	// standbys that cannot clone before those roles exist. Clients' commits still wait.
+	cfg.RuntimeParams = map[string]string{"synchronous_commit": "local"}
 	return cfg, nil
 }
 
@@ -132,9 +136,10 @@ func Reload(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-// Write proves the server takes writes: it assigns a transaction id and commits.
+// Write proves the server takes writes: it assigns a transaction id and commits, without waiting
+// for synchronous standbys (whether commits wait for them is the status' Synchronous.Waiting).
 func Write(ctx context.Context, conn *pgx.Conn) error {
-	if _, err := conn.Exec(ctx, "SELECT pg_current_xact_id()"); err != nil {
+	if _, err := conn.Exec(ctx, "BEGIN; SET LOCAL synchronous_commit TO local; SELECT pg_current_xact_id(); COMMIT"); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
 	return nil
@@ -149,6 +154,15 @@ type Server struct {
 	LagBytes         int64
 	Streaming        bool
 	SystemIdentifier string
+	// SynchronousStandbyNames is synchronous_standby_names in effect (primary).
+	SynchronousStandbyNames string
+	// Replication are the primary's pg_stat_replication rows, by application name.
+	Replication []Replica
+}
+
+// Replica is one row of pg_stat_replication.
+type Replica struct {
+	ApplicationName, State, SyncState, FlushLSN string
 }
 
 // ReadServer reads the server's replication state.
@@ -168,6 +182,13 @@ func ReadServer(ctx context.Context, conn *pgx.Conn) (Server, error) {
 		if len(walfile) >= 8 {
 			tl, _ := strconv.ParseInt(walfile[:8], 16, 64)
 			s.Timeline = tl
+		}
+		if err := conn.QueryRow(ctx, "SELECT current_setting('synchronous_standby_names')").Scan(&s.SynchronousStandbyNames); err != nil {
+			return s, fmt.Errorf("read synchronous_standby_names: %w", err)
+		}
+		var err error
+		if s.Replication, err = readReplication(ctx, conn); err != nil {
+			return s, err
 		}
 		return s, nil
 	}
@@ -204,6 +225,23 @@ func ReadServer(ctx context.Context, conn *pgx.Conn) (Server, error) {
 		}
 	}
 	return s, nil
+}
+
+func readReplication(ctx context.Context, conn *pgx.Conn) ([]Replica, error) {
+	rows, err := conn.Query(ctx, `SELECT coalesce(application_name, ''), coalesce(state, ''), coalesce(sync_state, ''),
+		coalesce(flush_lsn::text, '') FROM pg_stat_replication ORDER BY application_name, pid`)
+	if err != nil {
+		return nil, fmt.Errorf("read pg_stat_replication: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Replica, error) {
+		var r Replica
+		err := row.Scan(&r.ApplicationName, &r.State, &r.SyncState, &r.FlushLSN)
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read pg_stat_replication: %w", err)
+	}
+	return out, nil
 }
 
 // IdentifySystem asks the server at host:port, over the replication protocol as the replication

@@ -15,7 +15,7 @@ const DebianBinGlob = "/usr/lib/postgresql/*/bin"
 
 // Programs are the server programs the instance manager runs; a binaries directory must hold
 // them all.
-var Programs = []string{"postgres", "initdb", "pg_ctl", "pg_basebackup", "pg_controldata"}
+var Programs = []string{"postgres", "initdb", "pg_ctl", "pg_basebackup", "pg_controldata", "pg_rewind"}
 
 // FindBinDir returns dir if set, else the directory of postgres on PATH (following a symlink, as
 // /usr/local/bin/postgres -> /usr/lib/postgresql/15/bin/postgres), else the highest major

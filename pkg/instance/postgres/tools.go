@@ -26,6 +26,40 @@ func (b Binaries) BaseBackup(ctx context.Context, dir, host, port, user, passwor
 		"--no-password", "--wal-method=stream", "--checkpoint=fast")
 }
 
+// Rewind makes the stopped data directory dir a copy of the server at host:port from the point
+// where their histories forked (pg_rewind; it needs data checksums or wal_log_hints, which
+// initdb and dbfleet.conf give, and a superuser on the source). A directory that was not shut down
+// cleanly is first recovered in single-user mode (pg_rewind's default). It returns what pg_rewind
+// said ("no rewind required", or the divergence point and "Done!").
+func (b Binaries) Rewind(ctx context.Context, dir, host, port, user, password string) (string, error) {
+	cmd := b.command("pg_rewind", "--target-pgdata="+dir,
+		"--source-server=host="+connValue(host)+" port="+connValue(port)+" user="+connValue(user)+" dbname=postgres connect_timeout=10")
+	cmd.Env = append(os.Environ(), "PGPASSWORD="+password, "PGAPPNAME=dbfleet-rewind", "LC_ALL=C")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return "", fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		said := lastLines(out.String())
+		if err != nil {
+			return said, fmt.Errorf("pg_rewind --target-pgdata=%s from %s:%s: %w: %s", dir, host, port, err, said)
+		}
+		return said, nil
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		<-done
+		return "", fmt.Errorf("pg_rewind: %w", ctx.Err())
+	}
+}
+
+func connValue(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
+
 // Promote ends recovery of the standby running in dir and waits until it is a primary.
 func (b Binaries) Promote(ctx context.Context, dir string) error {
 	return b.run(ctx, nil, "pg_ctl", "promote", "-D", dir, "-w", "-t", "60")

@@ -64,6 +64,15 @@ const (
 	// ReasonVolumeFull: the data volume has less than a WAL segment (16 MiB) free; postgres
 	// cannot write until it grows or space is freed.
 	ReasonVolumeFull Reason = "VolumeFull"
+	// ReasonWaitingForSynchronousStandbys: a primary whose durability is required has fewer
+	// synchronous standbys streaming than it needs: commits do not return until more do.
+	ReasonWaitingForSynchronousStandbys Reason = "WaitingForSynchronousStandbys"
+	// ReasonSynchronousDegraded: a primary whose durability is preferred has fewer synchronous
+	// standbys streaming than asked for, and waits for those that do (none: asynchronous).
+	ReasonSynchronousDegraded Reason = "SynchronousDegraded"
+	// ReasonRejoinFailed: a former primary cannot be rewound yet (its new primary cannot be
+	// reached); it retries, and keeps its data.
+	ReasonRejoinFailed Reason = "RejoinFailed"
 	// ReasonPrimaryUnreachable: a standby does not stream, and its own replication connection to
 	// the primary endpoint fails (the message has the error: refused, timed out, password).
 	ReasonPrimaryUnreachable Reason = "PrimaryUnreachable"
@@ -100,7 +109,78 @@ type Status struct {
 	// LeaseRenewTime is the primary Lease's renewTime as last read (RFC 3339; empty when the
 	// Lease was never read or is absent): when the API server is out of reach, it stops moving.
 	LeaseRenewTime string `json:"leaseRenewTime,omitempty"`
+	// Synchronous is, on a primary, its synchronous replication as it runs it.
+	Synchronous *Synchronous `json:"synchronous,omitempty"`
+	// Replication is, on a primary, every standby its pg_stat_replication shows.
+	Replication []Replica `json:"replication,omitempty"`
+	// Rejoin is how this instance last came back as a standby after it had been primary.
+	Rejoin *Rejoin `json:"rejoin,omitempty"`
+	// Diverged are the data directories set aside on the volume (<volume>/pgdata.diverged-<epoch>)
+	// because pg_rewind could not make them follow the new primary: kept, never deleted.
+	Diverged []string `json:"diverged,omitempty"`
 	// Reason and Message explain the role when it is not what was asked for.
 	Reason  Reason `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Durability values (api/v1alpha1 DataDurability).
+const (
+	DurabilityRequired  = "required"
+	DurabilityPreferred = "preferred"
+)
+
+// Synchronous is a primary's synchronous replication; the field names are the API's
+// InstanceSynchronous.
+type Synchronous struct {
+	// Durability is required or preferred.
+	Durability string `json:"durability,omitempty"`
+	// Wanted is how many standbys a commit should wait for.
+	Wanted int `json:"wanted,omitempty"`
+	// Number is how many it waits for now (0: asynchronous).
+	Number int `json:"number"`
+	// StandbyNames is synchronous_standby_names in effect.
+	StandbyNames string `json:"standbyNames,omitempty"`
+	// Standbys are the standbys it may wait for (other clusters' pods).
+	Standbys []string `json:"standbys,omitempty"`
+	// Synchronous are those that confirm commits now (sync_state sync or quorum).
+	Synchronous []string `json:"synchronous,omitempty"`
+	// Waiting: required, and fewer than Wanted stream: commits do not return.
+	Waiting bool `json:"waiting,omitempty"`
+	// Degraded: preferred, and fewer than Wanted stream: commits wait for Number.
+	Degraded bool `json:"degraded,omitempty"`
+}
+
+// Replica is one row of the primary's pg_stat_replication; the field names are the API's
+// StandbyReplication.
+type Replica struct {
+	// Pod is the standby's application_name.
+	Pod       string `json:"pod"`
+	State     string `json:"state,omitempty"`
+	SyncState string `json:"syncState,omitempty"`
+	FlushLSN  string `json:"flushLSN,omitempty"`
+}
+
+// Rejoin methods.
+const (
+	// RejoinRewound: pg_rewind made the data directory a copy of the new primary's from where
+	// their histories forked.
+	RejoinRewound = "Rewound"
+	// RejoinNoRewindNeeded: pg_rewind found nothing to undo (the old primary wrote nothing the new
+	// one lacks).
+	RejoinNoRewindNeeded = "NoRewindNeeded"
+	// RejoinRecloned: pg_rewind failed; the data directory was moved to DivergedData and the
+	// instance cloned the new primary afresh.
+	RejoinRecloned = "Recloned"
+)
+
+// Rejoin is a former primary's return as a standby; the field names are the API's InstanceRejoin.
+type Rejoin struct {
+	// Epoch is the epoch whose primary it rejoined.
+	Epoch int64 `json:"epoch"`
+	// Method is RejoinRewound, RejoinNoRewindNeeded or RejoinRecloned.
+	Method string `json:"method"`
+	// DivergedData is where its old data directory was kept (RejoinRecloned).
+	DivergedData string `json:"divergedData,omitempty"`
+	// Message is what pg_rewind said.
 	Message string `json:"message,omitempty"`
 }

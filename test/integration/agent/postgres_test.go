@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -331,7 +332,7 @@ func TestAgentReportsInstancesAndAvailabilityFromStatus(t *testing.T) {
 		t.Errorf("Available message %q does not name the stopped instance", c.Message)
 	}
 	want0 := dbfleetv1alpha1.InstanceStatus{Pod: "orders-0", Role: "primary", Timeline: 1, ReceivedLSN: "0/3000148", ReplayedLSN: "0/3000148", Ready: true}
-	if got.Status.Instances[0] != want0 {
+	if !reflect.DeepEqual(got.Status.Instances[0], want0) {
 		t.Errorf("instances[0] = %+v, want %+v", got.Status.Instances[0], want0)
 	}
 	// The annotations the instances read: the epoch on each, the primary's address on the

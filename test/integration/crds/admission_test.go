@@ -146,6 +146,26 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			field: "spec.version", message: "Required value",
 		},
 		{
+			name: "synchronous number not below replicas", kind: "DatabaseCluster",
+			spec:  dbcSpec + "  postgres:\n    synchronous:\n      number: 3\n",
+			field: "spec.postgres.synchronous.number", message: "postgres.synchronous.number must be below replicas: the primary is not its own standby",
+		},
+		{
+			name: "synchronous number zero", kind: "DatabaseCluster",
+			spec:  dbcSpec + "  postgres:\n    synchronous:\n      number: 0\n",
+			field: "spec.postgres.synchronous.number", message: "greater than or equal to 1",
+		},
+		{
+			name: "unknown data durability", kind: "DatabaseCluster",
+			spec:  dbcSpec + "  postgres:\n    synchronous:\n      number: 1\n      dataDurability: eventually\n",
+			field: "spec.postgres.synchronous.dataDurability", message: `supported values: "required", "preferred"`,
+		},
+		{
+			name: "postgres settings on mysql", kind: "DatabaseCluster",
+			spec:  strings.Replace(dbcSpec, "postgres", "mysql", 1) + "  postgres:\n    synchronous:\n      number: 1\n",
+			field: "spec.postgres", message: "postgres settings apply only to engine postgres",
+		},
+		{
 			name: "unknown failover mode", kind: "DatabaseCluster",
 			spec:  dbcSpec + "  primary:\n    failover: Sometimes\n",
 			field: "spec.primary.failover", message: `supported values: "Automatic", "Manual"`,

@@ -131,6 +131,10 @@ func TestDefaults(t *testing.T) {
 	expectField(t, dbc, "Retain", "spec", "storage", "retentionPolicy", "whenScaled")
 	expectField(t, dbc, "Automatic", "spec", "primary", "failover")
 
+	sync := object(t, "DatabaseCluster", uniqueName("defaults"), dbcSpec+"  postgres:\n    synchronous:\n      number: 1\n")
+	create(ctx, t, sync)
+	expectField(t, sync, "required", "spec", "postgres", "synchronous", "dataDurability")
+
 	pp := object(t, "PropagationPolicy", uniqueName("defaults"), ppSelectors+
 		"  placement:\n    replicaScheduling: {}\n  failover:\n    application: {}\n    cluster: {}\n")
 	create(ctx, t, pp)

@@ -395,3 +395,22 @@ func initdbElsewhere(t *testing.T, dir string) {
 		t.Fatalf("initdb: %v\n%s", err, out.String())
 	}
 }
+
+// annotatePod sets annotations on a pod as the agent would (an empty value removes one).
+func annotatePod(ctx context.Context, t *testing.T, namespace, name string, annotations map[string]string) {
+	t.Helper()
+	pod := &corev1.Pod{}
+	if err := member.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pod); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range annotations {
+		if v == "" {
+			delete(pod.Annotations, k)
+		} else {
+			pod.Annotations[k] = v
+		}
+	}
+	if err := member.Client.Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,201 @@
+package databasecluster
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/placement"
+	"github.com/dbfleet/dbfleet/pkg/scheduling"
+)
+
+// synchronousSpec is spec.postgres.synchronous of a postgres database, with its default; nil
+// when replication is asynchronous.
+func synchronousSpec(dbc *dbfleetv1alpha1.DatabaseCluster) *dbfleetv1alpha1.SynchronousReplication {
+	pg := dbc.Spec.Postgres
+	if dbc.Spec.Engine != dbfleetv1alpha1.EnginePostgres || pg == nil || pg.Synchronous == nil || pg.Synchronous.Number <= 0 {
+		return nil
+	}
+	out := *pg.Synchronous
+	if out.DataDurability == "" {
+		out.DataDurability = dbfleetv1alpha1.DataDurabilityRequired
+	}
+	return &out
+}
+
+// required says whether a failover must keep every acknowledged commit.
+func required(dbc *dbfleetv1alpha1.DatabaseCluster) bool {
+	sync := synchronousSpec(dbc)
+	return sync != nil && sync.DataDurability == dbfleetv1alpha1.DataDurabilityRequired
+}
+
+// primaryReport is the synchronous replication the primary's instance last reported at the
+// current epoch (nil: none).
+func primaryReport(s *scope) *dbfleetv1alpha1.InstanceSynchronous {
+	p := s.dbc.Status.Primary
+	if p == nil {
+		return nil
+	}
+	mdb := s.memberDBs[p.Cluster]
+	if mdb == nil || mdb.Status.Epoch != p.Epoch {
+		return nil
+	}
+	for _, in := range mdb.Status.Instances {
+		if in.Role == dbfleetv1alpha1.InstanceRunningPrimary && in.Synchronous != nil {
+			return in.Synchronous
+		}
+	}
+	return nil
+}
+
+// recordSynchronous keeps status.synchronous, the quorum of the current primary epoch, a superset
+// of the standbys the primary may count: those it reported listing, those the hub asks it to list
+// now (spec.standbys of its share, as written and as about to be written). A standby leaves once
+// it is in none of them. The number is the lowest of the one asked for and the one the primary
+// reported in effect, so the quorum never counts on more confirmations than a commit had.
+func recordSynchronous(s *scope) {
+	dbc := s.dbc
+	sync := synchronousSpec(dbc)
+	p := dbc.Status.Primary
+	if sync == nil || p == nil || p.Cluster == "" {
+		dbc.Status.Synchronous = nil
+		return
+	}
+	rec := &dbfleetv1alpha1.SynchronousStatus{Epoch: p.Epoch, Number: sync.Number, Durability: sync.DataDurability}
+	names := slices.Clone(replicationOf(s).standbys)
+	if mdb := s.memberDBs[p.Cluster]; mdb != nil && mdb.Spec.Epoch == p.Epoch && mdb.Spec.Role == dbfleetv1alpha1.RolePrimary {
+		names = append(names, mdb.Spec.Standbys...)
+	}
+	if report := primaryReport(s); report != nil {
+		names = append(names, report.Standbys...)
+		rec.Number = min(rec.Number, report.Number)
+		rec.Synchronous = slices.Sorted(slices.Values(report.Synchronous))
+	}
+	primaryPod := fmt.Sprintf("%s-%d", dbc.Name, primaryOrdinal(dbc))
+	names = slices.DeleteFunc(names, func(n string) bool { return n == primaryPod })
+	slices.Sort(names)
+	rec.Standbys = slices.Compact(names)
+	if len(rec.Synchronous) == 0 {
+		rec.Synchronous = nil
+	}
+	if len(rec.Standbys) == 0 {
+		rec.Standbys = nil
+	}
+	dbc.Status.Synchronous = rec
+}
+
+// primaryOrdinal is the ordinal of the primary pod: the lowest of the primary cluster's share.
+func primaryOrdinal(dbc *dbfleetv1alpha1.DatabaseCluster) int32 {
+	for _, pl := range dbc.Status.Placements {
+		if dbc.Status.Primary != nil && pl.Cluster == dbc.Status.Primary.Cluster {
+			return pl.Ordinals.Start
+		}
+	}
+	return -1
+}
+
+// quorumOf is the quorum a failover off the current primary must respect: status.synchronous
+// when it describes the current epoch, else what the hub asked the primary for.
+func quorumOf(s *scope) (standbys []string, number int32) {
+	dbc := s.dbc
+	if rec := dbc.Status.Synchronous; rec != nil && dbc.Status.Primary != nil && rec.Epoch == dbc.Status.Primary.Epoch {
+		return rec.Standbys, rec.Number
+	}
+	return replicationOf(s).standbys, synchronousSpec(dbc).Number
+}
+
+// synchronousProgress is scheduling's Progress when durability is required: by cluster, the
+// progress of the instance that would become the primary there (the lowest ordinal of its
+// share), and only when that instance is in the quorum. Other clusters count as having nothing,
+// so the placement engine picks, among the shares that may take the primary, the furthest.
+func synchronousProgress(s *scope) map[string]placement.WALProgress {
+	quorum, _ := quorumOf(s)
+	out := map[string]placement.WALProgress{}
+	for _, pl := range s.dbc.Status.Placements {
+		pod := fmt.Sprintf("%s-%d", s.dbc.Name, pl.Ordinals.Start)
+		if !slices.Contains(quorum, pod) {
+			continue
+		}
+		if p, ok := instanceProgress(s.memberDBs[pl.Cluster], pod); ok {
+			out[pl.Cluster] = p
+		}
+	}
+	return out
+}
+
+func instanceProgress(mdb *dbfleetv1alpha1.MemberDatabase, pod string) (placement.WALProgress, bool) {
+	if mdb == nil {
+		return placement.WALProgress{}, false
+	}
+	for _, in := range mdb.Status.Instances {
+		if in.Pod != pod {
+			continue
+		}
+		received, rerr := scheduling.ParseLSN(in.ReceivedLSN)
+		replayed, perr := scheduling.ParseLSN(in.ReplayedLSN)
+		if rerr != nil && perr != nil {
+			return placement.WALProgress{}, false
+		}
+		return placement.WALProgress{Received: max(received, replayed), Replayed: replayed}, true
+	}
+	return placement.WALProgress{}, false
+}
+
+// synchronousGate says why a failover to cluster to (its primary pod pod) would lose
+// acknowledged commits under dataDurability required, or "" when it would not. Every commit the
+// old primary acknowledged is on at least W of the quorum's N standbys; so with R of them read in
+// clusters that are Ready, R + W > N means one of those R has every such commit, and the most
+// advanced of them (by received LSN) does. The new primary must be that one.
+func synchronousGate(s *scope, planned *dbfleetv1alpha1.DatabaseCluster, to string) string {
+	quorum, w := quorumOf(s)
+	n := int32(len(quorum))
+	type reading struct {
+		pod      string
+		progress placement.WALProgress
+	}
+	var read []reading
+	var unread []string
+	for _, pod := range quorum {
+		found := false
+		for cluster, mdb := range s.memberDBs {
+			if !scheduling.ClusterReady(s.members[cluster]) {
+				continue
+			}
+			if p, ok := instanceProgress(mdb, pod); ok {
+				read, found = append(read, reading{pod, p}), true
+				break
+			}
+		}
+		if !found {
+			unread = append(unread, pod)
+		}
+	}
+	r := int32(len(read))
+	// R = 0 never qualifies, even when W > N (a primary asked for more standbys than it had).
+	if n == 0 || r == 0 || r+w <= n {
+		return fmt.Sprintf("dataDurability is required: every acknowledged commit is on %d of the synchronous standbys [%s], so more than %d of them must be read to know which has them all, but %d can be (not: [%s]); waiting for them rather than lose acknowledged writes",
+			w, strings.Join(quorum, ", "), n-w, r, strings.Join(unread, ", "))
+	}
+	best := read[0]
+	for _, rd := range read[1:] {
+		if rd.progress.Compare(best.progress) > 0 {
+			best = rd
+		}
+	}
+	var start int32 = -1
+	for _, pl := range planned.Status.Placements {
+		if pl.Cluster == to {
+			start = pl.Ordinals.Start
+		}
+	}
+	pod := fmt.Sprintf("%s-%d", s.dbc.Name, start)
+	target, ok := instanceProgress(s.memberDBs[to], pod)
+	if !ok || !slices.Contains(quorum, pod) || target.Compare(best.progress) < 0 {
+		return fmt.Sprintf("dataDurability is required: of the synchronous standbys [%s], %s is the most advanced (received %s), and it is not the instance that %s would promote (%s): waiting rather than lose acknowledged writes",
+			strings.Join(quorum, ", "), best.pod, lsnString(best.progress.Received), to, pod)
+	}
+	return ""
+}
+
+func lsnString(pos uint64) string { return fmt.Sprintf("%X/%X", pos>>32, uint32(pos)) }
