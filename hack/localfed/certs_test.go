@@ -30,3 +30,15 @@ func TestHoldsCA(t *testing.T) {
 		}
 	}
 }
+
+func TestUnescapeMount(t *testing.T) {
+	for in, want := range map[string]string{
+		`/tmp/a`:               "/tmp/a",
+		`/tmp/with\040space`:   "/tmp/with space",
+		`/tmp/tab\011and\134x`: "/tmp/tab\tand\\x",
+	} {
+		if got := unescapeMount(in); got != want {
+			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -27,7 +27,7 @@
 //     promotes, and no state ever has two unfenced primaries holding unexpired primary Leases.
 //   - TestHubRestartMidFailover: the hub restarts while a failover waits out its toleration.
 //   - TestPropagationLatency: create → StatefulSets → Pods Ready → Available, p50 and max, for a
-//     burst of 10 DatabaseClusters and for 5 one at a time (docs/performance.md).
+//     burst of 3 DatabaseClusters and for 3 one at a time (docs/performance.md).
 //
 // It needs the Kubernetes binaries of `make k8s-bins` (bin/k8s, or $KUBEBUILDER_ASSETS), about
 // 2 GB of memory and 3 to 5 minutes, and is skipped by `go test -short`. Run it alone with

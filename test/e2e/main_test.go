@@ -34,20 +34,27 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	var once sync.Once
-	teardown := func(failed bool) {
+	var (
+		once    sync.Once
+		leftErr error
+	)
+	// teardown stops the federation; `localfed down` fails when anything of it is left (a
+	// process, a shim, a mount, a network namespace, a bridge, an iptables rule), and so does
+	// the suite then.
+	teardown := func(failed bool) error {
 		once.Do(func() {
 			if fed != nil {
-				if err := fed.close(failed); err != nil {
-					fmt.Fprintf(os.Stderr, "e2e: %v; %s kept: stop what is left with `localfed down --dir %s`\n", err, work, fed.dir)
+				if leftErr = fed.close(failed); leftErr != nil {
+					fmt.Fprintf(os.Stderr, "e2e: %v; %s kept: stop what is left with `localfed down --dir %s`\n", leftErr, work, fed.dir)
 					return
 				}
 			}
 			_ = os.RemoveAll(work)
 		})
+		return leftErr
 	}
 	code := 1
-	defer func() { teardown(code != 0) }()
+	defer func() { _ = teardown(code != 0) }()
 	// The federation's processes run detached, so a test binary that dies leaves them running:
 	// an interrupt, or the test timeout about to fire, stops them by their pid files first.
 	stopOn := make(chan os.Signal, 1)
@@ -55,7 +62,7 @@ func run(m *testing.M) int {
 	go func() {
 		sig := <-stopOn
 		fmt.Fprintf(os.Stderr, "e2e: %v: stopping the local federation\n", sig)
-		teardown(true)
+		_ = teardown(true)
 		os.Exit(1)
 	}()
 
@@ -76,11 +83,15 @@ func run(m *testing.M) int {
 		// Stop the federation shortly before `go test` kills the binary at its -timeout.
 		watchdog := time.AfterFunc(timeout-time.Minute, func() {
 			fmt.Fprintf(os.Stderr, "e2e: the -timeout of %s is about to expire: stopping the local federation\n", timeout)
-			teardown(true)
+			_ = teardown(true)
 		})
 		defer watchdog.Stop()
 	}
 	code = m.Run()
+	if err := teardown(code != 0); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: FAIL: the local federation did not come down cleanly")
+		code = 1
+	}
 	return code
 }
 

@@ -60,18 +60,22 @@ func readInstance(ctx context.Context, c *http.Client, url string) (instanceRepo
 }
 
 // instanceReport is an instance's /status as the agent reads it: what it reports on the
-// MemberDatabase, and the epoch the instance acts on (not reported: the share has its own).
+// MemberDatabase, the epoch the instance acts on and the epoch it last promoted at (not
+// reported: the share has its own).
 type instanceReport struct {
 	dbfleetv1alpha1.InstanceStatus
-	Epoch int64 `json:"epoch"`
+	Epoch         int64 `json:"epoch"`
+	PromotedEpoch int64 `json:"promotedEpoch"`
 }
 
-// highestFencedEpoch is the highest epoch at which one of the reports says the instance fenced itself, 0
-// when none did.
+// highestFencedEpoch is the highest epoch at which one of the reports says the instance ran as
+// primary (promoted at that epoch) and then fenced itself, 0 when none did. An instance that
+// fenced at E and was handed E+1 reports role fenced at epoch E+1 until it starts again: that
+// is not a fence at E+1, and counting it re-promoted the share over and over.
 func highestFencedEpoch(reports []instanceReport) int64 {
 	var e int64
 	for _, r := range reports {
-		if r.Role == dbfleetv1alpha1.InstanceFenced {
+		if r.Role == dbfleetv1alpha1.InstanceFenced && r.Epoch > 0 && r.PromotedEpoch == r.Epoch {
 			e = max(e, r.Epoch)
 		}
 	}

@@ -63,20 +63,22 @@ func TestReadInstancesFromStatusEndpoints(t *testing.T) {
 	}
 }
 
-// The epoch at which an instance fenced itself is what tells the agent the engine fenced at the
-// share's epoch (and not at an older one it has not moved past yet).
+// The epoch at which an instance ran as primary and fenced itself is what tells the agent the
+// engine fenced at the share's epoch, and not an instance still fenced from an older epoch that
+// has accepted the new one but not started at it yet.
 func TestHighestFencedEpoch(t *testing.T) {
-	r := func(role dbfleetv1alpha1.InstanceRole, epoch int64) instanceReport {
-		return instanceReport{InstanceStatus: dbfleetv1alpha1.InstanceStatus{Role: role}, Epoch: epoch}
+	r := func(role dbfleetv1alpha1.InstanceRole, epoch, promoted int64) instanceReport {
+		return instanceReport{InstanceStatus: dbfleetv1alpha1.InstanceStatus{Role: role}, Epoch: epoch, PromotedEpoch: promoted}
 	}
 	for _, tc := range []struct {
 		name    string
 		reports []instanceReport
 		want    int64
 	}{
-		{"none fenced", []instanceReport{r(dbfleetv1alpha1.InstanceRunningPrimary, 4), r(dbfleetv1alpha1.InstanceRunningStandby, 4)}, 0},
-		{"the primary fenced at 4", []instanceReport{r(dbfleetv1alpha1.InstanceFenced, 4), r(dbfleetv1alpha1.InstanceRunningStandby, 4)}, 4},
-		{"the highest wins", []instanceReport{r(dbfleetv1alpha1.InstanceFenced, 2), r(dbfleetv1alpha1.InstanceFenced, 5)}, 5},
+		{"none fenced", []instanceReport{r(dbfleetv1alpha1.InstanceRunningPrimary, 4, 4), r(dbfleetv1alpha1.InstanceRunningStandby, 4, 1)}, 0},
+		{"the primary promoted at 4 fenced", []instanceReport{r(dbfleetv1alpha1.InstanceFenced, 4, 4), r(dbfleetv1alpha1.InstanceRunningStandby, 4, 1)}, 4},
+		{"fenced at 4, handed 5, not started yet", []instanceReport{r(dbfleetv1alpha1.InstanceFenced, 5, 4)}, 0},
+		{"the highest wins", []instanceReport{r(dbfleetv1alpha1.InstanceFenced, 2, 2), r(dbfleetv1alpha1.InstanceFenced, 5, 5)}, 5},
 	} {
 		if got := highestFencedEpoch(tc.reports); got != tc.want {
 			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)

@@ -364,7 +364,7 @@ func TestAgentReportsInstancesAndAvailabilityFromStatus(t *testing.T) {
 	// selects nothing, and the share is not Available.
 	// The agent keeps its hub lease, so only the instance's report says it fenced, at the share's
 	// epoch: the share says Fenced (InstanceFenced), which is what the hub re-promotes on.
-	primary.set(`{"pod":"orders-0","role":"fenced","epoch":1,"reason":"Fenced","lagBytes":0,"ready":false}`)
+	primary.set(`{"pod":"orders-0","role":"fenced","epoch":1,"promotedEpoch":1,"reason":"Fenced","lagBytes":0,"ready":false}`)
 	s.waitMDB("not Available and Fenced (InstanceFenced) once the primary fenced", func(m *dbfleetv1alpha1.MemberDatabase) bool {
 		c := meta.FindStatusCondition(m.Status.Conditions, dbfleetv1alpha1.ConditionFenced)
 		return condition(m, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionFalse) &&
