@@ -66,8 +66,9 @@ func ensureFederation(ctx context.Context) (*federation, error) {
 		return nil, err
 	}
 	para("Bringing up a local federation: one etcd, a hub API server running `hub run`, and three member clusters " +
-		"(each a real kube-apiserver, controller manager and scheduler, with kwok playing 3 Nodes), each joined " +
-		"with `hub join` and served by its agent. This takes a minute or so.")
+		"(each a real kube-apiserver, controller manager and scheduler, and a real node: kubelet, containerd and runc " +
+		"on a bridge of its own, pod IPs routed between members), each joined with `hub join` and served by its " +
+		"agent. This takes a minute or so.")
 	fmt.Println()
 	if err := localfed(ctx, "up"); err != nil {
 		if ctx.Err() != nil {

@@ -19,7 +19,8 @@ import (
 type demo struct {
 	f      *federation
 	t      timings
-	victim string // the agent the demo stopped and has not restarted yet
+	victim string  // the agent the demo stopped and has not restarted yet
+	writer *writer // the demo's client, from step 3
 }
 
 func main() {
@@ -62,7 +63,7 @@ func main() {
 
 func (d *demo) run(ctx context.Context) error {
 	begin := time.Now()
-	startPhase("federation", "Step 1/4: a local federation")
+	startPhase("federation", "Step 1/5: a local federation")
 	f, err := ensureFederation(ctx)
 	if err != nil {
 		return err
@@ -72,7 +73,7 @@ func (d *demo) run(ctx context.Context) error {
 	if len(f.members) < 2 {
 		return errors.New("the demo needs at least two members (localfed up --members)")
 	}
-	for _, step := range []func(context.Context) error{d.place, d.failover, d.recover} {
+	for _, step := range []func(context.Context) error{d.place, d.write, d.failover, d.recover} {
 		if err := step(ctx); err != nil {
 			return err
 		}
@@ -109,10 +110,12 @@ func (d *demo) explore() {
 	t := d.t
 	startPhase("done", "Done")
 	para("Measured: federation ready in %s; database placed %.0fs and all replicas Ready %.0fs after apply; "+
-		"after the agent stopped: Ready=Unknown at +%.0fs, new primary at +%.0fs, replicas re-placed at +%.0fs, "+
-		"all Ready again at +%.0fs; after it started again: Ready=True at +%.0fs, settled at +%.0fs.",
-		t.federationUp, t.scheduled.Seconds(), t.ready.Seconds(), t.unknown.Seconds(), t.promoted.Seconds(), t.replaced.Seconds(),
-		t.failed.Seconds(), t.back.Seconds(), t.reconverged.Seconds())
+		"after the agent stopped: the old primary refused writes at +%.1fs, Ready=Unknown at +%.0fs, new primary at +%.0fs, "+
+		"writes acknowledged again at +%.1fs (no write accepted for %s; %d acknowledged rows lost), replicas re-placed at +%.0fs, "+
+		"all Ready again at +%.0fs; after it started again: Ready=True at +%.0fs, settled at +%.0fs; after the rebalance "+
+		"its standby streamed at +%.0fs.",
+		t.federationUp, t.scheduled.Seconds(), t.ready.Seconds(), t.refused.Seconds(), t.unknown.Seconds(), t.promoted.Seconds(),
+		t.resumed.Seconds(), t.writeGap, t.lost, t.replaced.Seconds(), t.failed.Seconds(), t.back.Seconds(), t.reconverged.Seconds(), t.rejoined.Seconds())
 	say("")
 	say("Explore (the hub and each member have an admin kubeconfig in %s/):", stateDir)
 	hub := "kubectl --kubeconfig " + kubeconfig(layout.HubCluster)

@@ -17,17 +17,14 @@ const (
 	demoNamespace     = "demo"
 	demoDatabase      = "orders"
 	demoPolicy        = "demo-spread"
-	demoReplicas      = 5
+	demoReplicas      = 3
 	tolerationSeconds = 10
 )
 
-// policyYAML divides the replicas by static weight: the first member 2, every other 1.
+// policyYAML divides the replicas by static weight, every member 1.
 func policyYAML(members []string) string {
 	var weights strings.Builder
-	fmt.Fprintf(&weights, "          - targetCluster:\n              clusterNames: [%s]\n            weight: 2\n", members[0])
-	if len(members) > 1 {
-		fmt.Fprintf(&weights, "          - targetCluster:\n              clusterNames: [%s]\n            weight: 1\n", strings.Join(members[1:], ", "))
-	}
+	fmt.Fprintf(&weights, "          - targetCluster:\n              clusterNames: [%s]\n            weight: 1\n", strings.Join(members, ", "))
 	return fmt.Sprintf(`# Spread the demo's databases over the members by static weight, and move a member's
 # replicas away 10 s after the hub marks it unreachable.
 apiVersion: dbfleet.io/v1alpha1
@@ -53,14 +50,16 @@ spec:
 %s`, demoPolicy, tolerationSeconds, weights.String())
 }
 
-// databaseYAML is a small postgres of demoReplicas instances whose primary prefers the first member.
+// databaseYAML is a small PostgreSQL 15 of demoReplicas instances whose primary prefers the first
+// member. No spec.image: the agent runs postgres:15, which make images built from this machine's
+// PostgreSQL packages and localfed imported into every node.
 func databaseYAML(primary string) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Namespace
 metadata:
   name: %s
 ---
-# Five postgres instances; the primary prefers %s.
+# Three PostgreSQL 15 instances, one per member; the primary prefers %s.
 apiVersion: dbfleet.io/v1alpha1
 kind: DatabaseCluster
 metadata:
@@ -70,14 +69,14 @@ metadata:
     app.kubernetes.io/part-of: dbfleet-demo
 spec:
   engine: postgres
-  version: "16.4"
+  version: "15"
   replicas: %d
   storage:
     size: 1Gi
   resources:
     requests:
-      cpu: 250m
-      memory: 512Mi
+      cpu: 100m
+      memory: 128Mi
   primary:
     preferredClusters: [%s]
     failover: Automatic

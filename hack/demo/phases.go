@@ -22,20 +22,23 @@ type timings struct {
 	unknown, replaced, failed time.Duration
 	promoted                  time.Duration
 	back, reconverged         time.Duration
+	refused, resumed          time.Duration // the old primary refused writes; the writer's rows acknowledged again
+	writeGap                  time.Duration
+	lost                      int64
+	rejoined                  time.Duration
 }
 
 func (d *demo) place(ctx context.Context) error {
-	startPhase("place", "Step 2/4: place a database")
+	startPhase("place", "Step 2/5: place a database")
 	f := d.f
-	weights := fmt.Sprintf("%s 2", f.members[0])
-	for _, m := range f.members[1:] {
-		weights += fmt.Sprintf(", %s 1", m)
-	}
+	weights := strings.Join(f.members, ", ") + " 1 each"
 	para("The policy %s (a ClusterPropagationPolicy) selects databases labelled app.kubernetes.io/part-of=dbfleet-demo "+
 		"and divides their replicas by static weight: %s. It tolerates the hub's dbfleet.io/unreachable taint for %d s: "+
 		"a member that goes silent keeps its replicas that long, then they move.", demoPolicy, weights, tolerationSeconds)
-	para("The DatabaseCluster %s/%s asks for %d postgres instances (250m CPU, 512Mi memory, a 1Gi volume each), "+
-		"its primary preferably in %s.", demoNamespace, demoDatabase, demoReplicas, f.members[0])
+	para("The DatabaseCluster %s/%s asks for %d PostgreSQL 15 instances (100m CPU, 128Mi memory, a 1Gi volume each), "+
+		"its primary preferably in %s. Each pod runs dbfleet-instance as PID 1 with postgres as its child: the first "+
+		"primary runs initdb, every other instance clones it with pg_basebackup and streams from it across clusters.",
+		demoNamespace, demoDatabase, demoReplicas, f.members[0])
 	policy, database, err := writeManifests(f.members)
 	if err != nil {
 		return err
@@ -67,12 +70,9 @@ func (d *demo) place(ctx context.Context) error {
 		"the %d replicas, rounded to whole replicas (divisor method), and wrote each share to member-<cluster> on "+
 		"the hub as a MemberDatabase, which that cluster's agent runs:", demoReplicas)
 	say("  Scheduled: %s", cond.Message)
-	total := 1 + len(f.members)
+	total := len(f.members)
 	for _, m := range f.members {
 		weight := 1
-		if m == f.members[0] {
-			weight = 2
-		}
 		quota := fmt.Sprintf("weight %d/%d of %d = %.2f", weight, total, demoReplicas, float64(demoReplicas*weight)/float64(total))
 		p := s.placement(m)
 		if p == nil || p.Replicas == 0 {
@@ -90,8 +90,9 @@ func (d *demo) place(ctx context.Context) error {
 		say("  %-8s %s → %d replica(s), pods %s%s", m, quota, p.Replicas, names, role)
 	}
 	para("Each share has its own ordinal range, so pod names are unique across the fleet; the primary is where " +
-		"spec.primary.preferredClusters asks. Each member's agent now runs its share as a StatefulSet; kwok makes " +
-		"the pods Running and Ready.")
+		"spec.primary.preferredClusters asks. Each member's agent now runs its share as a StatefulSet on its real " +
+		"node (kubelet, containerd, runc); a pod is Ready when its instance says so: the primary takes writes, a " +
+		"standby streams.")
 	if _, err := w.wait(ctx, ready, 3*time.Minute, "see the agents' logs "+logFile(layout.Agent("*"))+" and the members' controller managers'"); err != nil {
 		return err
 	}
@@ -140,16 +141,27 @@ func (d *demo) failover(ctx context.Context) error {
 	}
 	d.victim = layout.Agent(victim)
 	pid, _ := os.ReadFile(pidFile(d.victim))
-	startPhase("failover", fmt.Sprintf("Step 3/4: cut %s off", victim))
+	var oldPrimary instanceView
+	for _, v := range f.instances(ctx) {
+		if v.cluster == victim && v.status != nil && v.status.Role == dbfleetv1alpha1.InstanceRunningPrimary {
+			oldPrimary = v
+		}
+	}
+	if oldPrimary.pod == "" {
+		return fmt.Errorf("no instance in %s reports running as primary", victim)
+	}
+	startPhase("failover", fmt.Sprintf("Step 4/5: cut %s off", victim))
 	para("%s holds the primary. Its agent (pid %s, from %s) is the member's only link to the hub. We stop it, "+
 		"as a crash or a network partition would: the pods in %s keep running, but the hub stops hearing from the "+
 		"cluster. What should follow:", victim, strings.TrimSpace(string(pid)), pidFile(d.victim), victim)
-	bullet("its primary Lease %s (renewed only while the agent reaches the hub) runs out after at most %s;", primaryLease, f.fenceAfter)
+	bullet("its primary Lease %s (renewed only while the agent reaches the hub) runs out after at most %s, and "+
+		"the instance manager in %s stops postgres (fast shutdown) 2 s before that, on its own clock: from then on "+
+		"it refuses every write (the demo tries one directly at %s every second, besides the writer's);", primaryLease, f.fenceAfter, oldPrimary.pod, oldPrimary.endpoint())
 	bullet("after %s without a lease renewal (the hub's grace period, on its own clock) the hub marks %s "+
 		"Ready=Unknown and taints it dbfleet.io/unreachable:NoExecute;", f.grace, victim)
 	bullet("after the policy's %d s toleration its replicas are placed on the other clusters, and the primary "+
 		"moves to a healthy cluster with a higher epoch (never before the old Lease has expired);", tolerationSeconds)
-	bullet("the replacements become Ready.")
+	bullet("the replacements become Ready, and the writer's rows are acknowledged again at the new primary.")
 	restartClock()
 	if err := localfed(ctx, "stop", d.victim); err != nil {
 		return fmt.Errorf("stop %s: %w", d.victim, err)
@@ -181,6 +193,23 @@ func (d *demo) failover(ctx context.Context) error {
 	recovered := w.expect(fmt.Sprintf("all %d replicas Ready again outside %s, the database Available", demoReplicas, victim), 0, func(s *snapshot) bool {
 		return recoveredWithout(s, victim)
 	})
+	// The direct probe of the old primary: when it first refused, and whether it accepted a
+	// write once another instance had been promoted (it must not).
+	var probes int64
+	var acceptedAfterPromotion []string
+	refused := w.expect(fmt.Sprintf("the old primary %s refuses writes (fenced in the engine)", oldPrimary.pod), 0, func(s *snapshot) bool {
+		probes++
+		err := d.writer.creds.probeWrite(ctx, oldPrimary.endpoint(), probes)
+		if c, e := s.primary(); err == nil && c != victim && e > oldEpoch {
+			acceptedAfterPromotion = append(acceptedAfterPromotion, s.at.Format(time.TimeOnly))
+		}
+		return err != nil
+	})
+	oldEndpoint := oldPrimary.endpoint()
+	resumed := w.expect("the writer's rows acknowledged again, at the new primary", 0, func(*snapshot) bool {
+		st := d.writer.stats()
+		return st.lastEndpoint != "" && st.lastEndpoint != oldEndpoint
+	})
 	budget := f.grace + 2*f.heartbeat + 30*time.Second
 	if _, err := w.wait(ctx, unknown, budget, fmt.Sprintf("the hub should judge %s after %s without a lease renewal; see %s", victim, f.grace, logFile(layout.Hub))); err != nil {
 		return err
@@ -201,6 +230,14 @@ func (d *demo) failover(ctx context.Context) error {
 		return err
 	}
 	d.t.failed = recovered.at
+	if _, err := w.wait(ctx, refused, budget, "its instance manager should have fenced it; see kubectl logs in "+victim); err != nil {
+		return err
+	}
+	d.t.refused = refused.at
+	if _, err := w.wait(ctx, resumed, budget+time.Minute, "the writer's last error: "+d.writer.stats().lastErr); err != nil {
+		return err
+	}
+	d.t.resumed = resumed.at
 	if _, err := w.wait(ctx, leaseGone, budget+3*time.Minute, "the agent is stopped, so nothing renews it"); err != nil {
 		return err
 	}
@@ -225,7 +262,43 @@ func (d *demo) failover(ctx context.Context) error {
 	default:
 		para("WARNING: %s's primary Lease expired at +%.1fs, after %s was promoted at +%.1fs.", victim, leaseGone.at.Seconds(), c, promoted.at.Seconds())
 	}
+	if err := d.judgeWrites(ctx, oldEndpoint, acceptedAfterPromotion); err != nil {
+		return err
+	}
 	w.timeline(fmt.Sprintf("Timeline, from the moment %s's agent stopped:", victim))
+	return nil
+}
+
+// judgeWrites says what the client saw: the write gap, where writes went, and whether every
+// acknowledged row is on the new primary.
+func (d *demo) judgeWrites(ctx context.Context, oldEndpoint string, acceptedAfterPromotion []string) error {
+	st := d.writer.stats()
+	newEndpoint := st.lastEndpoint
+	lastOld, firstNew := st.lastAtEndpoint[oldEndpoint], st.firstAt[newEndpoint]
+	gap := firstNew.Sub(lastOld).Round(100 * time.Millisecond)
+	d.t.writeGap = gap
+	missing, err := d.writer.creds.missingAt(ctx, newEndpoint, d.writer.acked())
+	if err != nil {
+		return fmt.Errorf("count the acknowledged rows on the new primary %s: %w", newEndpoint, err)
+	}
+	d.t.lost = missing
+	para("What the client saw: its last row acknowledged by the old primary (%s) at +%.1fs, its first by the new "+
+		"one (%s) at +%.1fs: no write was accepted for %s. Between them %d attempts failed (last: %s).",
+		oldEndpoint, lastOld.Sub(out.phaseStart).Seconds(), newEndpoint, firstNew.Sub(out.phaseStart).Seconds(), gap, st.failed, st.lastErr)
+	if lastOld.After(firstNew) {
+		para("WARNING: the old primary acknowledged a row after the new one did: two instances accepted writes at once.")
+	}
+	if len(acceptedAfterPromotion) > 0 {
+		para("WARNING: the old primary accepted a direct write after the promotion, at %s.", strings.Join(acceptedAfterPromotion, ", "))
+	}
+	if missing == 0 {
+		para("All %d acknowledged rows are on the new primary: nothing was lost. (Replication is asynchronous here: "+
+			"the old primary stopped taking writes before its Lease ran out, and the standby it streamed to had "+
+			"received everything by then.)", st.acked)
+	} else {
+		para("%d of %d acknowledged rows are NOT on the new primary: replication is asynchronous, and they had not "+
+			"reached the promoted standby when the old primary stopped.", missing, st.acked)
+	}
 	return nil
 }
 
@@ -254,7 +327,7 @@ func recoveredWithout(s *snapshot, victim string) bool {
 func (d *demo) recover(ctx context.Context) error {
 	f := d.f
 	victim := strings.TrimPrefix(d.victim, layout.Agent(""))
-	startPhase("return", fmt.Sprintf("Step 4/4: bring %s back", victim))
+	startPhase("return", fmt.Sprintf("Step 5/5: bring %s back", victim))
 	para("We start %s's agent again with the command localfed up used (bin/localfed start %s). It renews its "+
 		"lease, the hub marks the cluster Ready and lifts the taint, and the agent removes the share the hub "+
 		"purged while it was away. Nothing moves back on its own: %s is eligible for new placements, and "+
@@ -288,5 +361,35 @@ func (d *demo) recover(ctx context.Context) error {
 	c, e := s.primary()
 	para("%s is back: %d/%d replicas Ready on %s; the primary stays in %s at epoch %d.", victim, s.db.Status.ReadyReplicas, s.db.Spec.Replicas, s.shares(), c, e)
 	w.timeline(fmt.Sprintf("Timeline, from the moment %s's agent started again:", victim))
+
+	para("Now we ask the hub to spread the replicas again (kubectl annotate dbc %s %s=...): %s gets its replica "+
+		"back, a standby that clones the new primary with pg_basebackup and streams from it, while the writer goes on.",
+		demoDatabase, dbfleetv1alpha1.AnnotationRebalance, victim)
+	restartClock()
+	if err := kubectl(ctx, "annotate", "dbc", "-n", demoNamespace, demoDatabase, "--overwrite",
+		fmt.Sprintf("%s=%d", dbfleetv1alpha1.AnnotationRebalance, time.Now().Unix())); err != nil {
+		return err
+	}
+	rejoined := w.expect(fmt.Sprintf("a standby in %s streams again, every replica Ready (steady for 5 s)", victim), 5*time.Second, func(s *snapshot) bool {
+		p := s.placement(victim)
+		return p != nil && p.Replicas > 0 && s.converged()
+	})
+	if _, err := w.wait(ctx, rejoined, 3*time.Minute, "see "+logFile(layout.Agent(victim))+" and "+logFile(layout.Hub)); err != nil {
+		return err
+	}
+	d.t.rejoined = rejoined.at
+	out.settle()
+	w.timeline(fmt.Sprintf("Timeline, from the rebalance annotation:"))
+	d.writer.close()
+	if err := sleep(ctx, 2*pollInterval); err != nil {
+		return err
+	}
+	d.showInstances(ctx, "The writer stopped; every instance read directly again")
+	st := d.writer.stats()
+	for _, v := range f.instances(ctx) {
+		if n, err := d.writer.creds.missingAt(ctx, v.endpoint(), d.writer.acked()); err == nil && n > 0 {
+			para("%s (%s) lacks %d of the %d acknowledged rows.", v.pod, v.cluster, n, st.acked)
+		}
+	}
 	return nil
 }
