@@ -19,7 +19,7 @@ demo: k8s-bins images ## Bring up the local federation, place a database, cut a 
 
 .PHONY: test
 test: k8s-bins images ## Run unit, integration and end-to-end tests: real kube-apiserver/etcd, real PostgreSQL, a local federation on real nodes (builds what it needs on first use).
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -timeout 40m ./...
 
 .PHONY: test-unit
 test-unit: ## Run only the unit tests (no API server).

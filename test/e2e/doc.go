@@ -26,6 +26,9 @@
 //   - TestPartitionedPrimary: the primary member's agent is cut off; it fences before the hub
 //     promotes, and no state ever has two unfenced primaries holding unexpired primary Leases.
 //   - TestHubRestartMidFailover: the hub restarts while a failover waits out its toleration.
+//   - TestRowsCrossClusters: rows written through status.endpoints.readWrite with the app
+//     credentials are read on the standbys of the other two members; of the three instances,
+//     only the primary accepts a direct write.
 //   - TestPropagationLatency: create → StatefulSets → Pods Ready → Available, p50 and max, for a
 //     burst of 3 DatabaseClusters and for 3 one at a time (docs/performance.md).
 //
