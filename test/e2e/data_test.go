@@ -61,7 +61,9 @@ func TestRowsCrossClusters(t *testing.T) {
 		defer cancel()
 		return pgx.ConnectConfig(cctx, cfg)
 	}
-	login := func(endpoint string) (*pgx.Conn, error) { return loginAs(endpoint, secret, string(secret.Data["password"])) }
+	login := func(endpoint string) (*pgx.Conn, error) {
+		return loginAs(endpoint, secret, string(secret.Data["password"]))
+	}
 
 	if conn, err := loginAs(d.Status.Endpoints.ReadWrite, secret, "not-the-password"); err == nil {
 		_ = conn.Close(ctx)
