@@ -30,7 +30,7 @@
 //     credentials are read on the standbys of the other two members; of the three instances,
 //     only the primary accepts a direct write.
 //   - TestPropagationLatency: create → StatefulSets → Pods Ready → Available, p50 and max, for a
-//     burst of 3 DatabaseClusters and for 3 one at a time (docs/performance.md).
+//     3 DatabaseClusters one at a time (docs/performance.md).
 //
 // It needs the Kubernetes binaries of `make k8s-bins` (bin/k8s, or $KUBEBUILDER_ASSETS), about
 // 2 GB of memory and 3 to 5 minutes, and is skipped by `go test -short`. Run it alone with

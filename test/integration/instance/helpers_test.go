@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -76,14 +77,23 @@ func rewriteFile(t *testing.T, path, content string) {
 	}
 }
 
+// freePort is a port free now, below the kernel's ephemeral range (32768 and up): a port from
+// ":0" is released here and bound by the instance moments later, and in that gap another
+// program's ":0" listener (the parallel suites run many) took it once ("address already in use").
+// Ports from 20000 to 32000 are handed out only to those who ask for them by number.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port between 20000 and 32000")
+	return 0
 }
 
 // volume is a data volume the postgres user can reach (t.TempDir's parents are 0700).
