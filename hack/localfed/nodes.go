@@ -65,34 +65,27 @@ func createNodes(ctx context.Context, cs kubernetes.Interface, m layout.Member, 
 	return nil
 }
 
-// nodesSchedulable succeeds once every fake Node is Ready and carries no NoSchedule or NoExecute
-// taint (the node lifecycle controller removes node.kubernetes.io/not-ready once kwok reports Ready).
+// nodesSchedulable succeeds once count Nodes are registered, every one Ready and carrying no
+// NoSchedule or NoExecute taint (the node lifecycle controller removes node.kubernetes.io/not-ready
+// once the kubelet, or kwok, reports Ready).
 func nodesSchedulable(cs kubernetes.Interface, count int) func(context.Context) error {
 	return func(ctx context.Context) error {
 		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
 		}
-		ok := 0
 		for _, n := range nodes.Items {
-			ready := false
-			for _, c := range n.Status.Conditions {
-				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-					ready = true
-				}
-			}
-			if !ready {
-				return fmt.Errorf("node %s is not Ready yet (kwok marks it)", n.Name)
+			if !nodeReady(&n) {
+				return fmt.Errorf("node %s is not Ready yet", n.Name)
 			}
 			for _, t := range n.Spec.Taints {
 				if t.Effect != corev1.TaintEffectPreferNoSchedule {
 					return fmt.Errorf("node %s still has taint %s:%s (kube-controller-manager lifts it)", n.Name, t.Key, t.Effect)
 				}
 			}
-			ok++
 		}
-		if ok < count {
-			return fmt.Errorf("%d of %d nodes", ok, count)
+		if len(nodes.Items) < count {
+			return fmt.Errorf("%d of %d nodes registered", len(nodes.Items), count)
 		}
 		return nil
 	}

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/dbfleet/dbfleet/hack/localfed/layout"
 	"github.com/dbfleet/dbfleet/test/framework/process"
@@ -244,32 +242,6 @@ func (f *fed) importImages(ctx context.Context, node layout.Node) error {
 	return nil
 }
 
-// realNodesReady succeeds once every real Node of the member is Ready and untainted.
-func realNodesReady(cs kubernetes.Interface, want int) func(context.Context) error {
-	return func(ctx context.Context) error {
-		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		ok := 0
-		for _, n := range nodes.Items {
-			if !nodeReady(&n) {
-				return fmt.Errorf("node %s is not Ready yet", n.Name)
-			}
-			for _, t := range n.Spec.Taints {
-				if t.Effect != corev1.TaintEffectPreferNoSchedule {
-					return fmt.Errorf("node %s still has taint %s:%s", n.Name, t.Key, t.Effect)
-				}
-			}
-			ok++
-		}
-		if ok < want {
-			return fmt.Errorf("%d of %d nodes registered and Ready", ok, want)
-		}
-		return nil
-	}
-}
-
 func nodeReady(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
@@ -406,7 +378,7 @@ func (f *fed) startRealMember(ctx context.Context, m layout.Member, components [
 	for _, node := range nodes {
 		procs = append(procs, f.procs[layout.Kubelet(node.Name)], f.procs[layout.Containerd(node.Name)])
 	}
-	if err := waitReady(ctx, m.Name+"'s nodes", 2*time.Minute, realNodesReady(cs, len(nodes)), procs...); err != nil {
+	if err := waitReady(ctx, m.Name+"'s nodes", 2*time.Minute, nodesSchedulable(cs, len(nodes)), procs...); err != nil {
 		return err
 	}
 	say("%s: %d real node(s) Ready (%s/%s), %d volumes", m.Name, len(nodes), m.Region, m.Zone, f.volumes)

@@ -81,7 +81,16 @@ func sweepRuntime(ctx context.Context, d layout.Dir, st *layout.State, node layo
 	}
 	var errs []error
 	for _, sb := range list.Items {
-		if _, err := rs.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+		// A pod the kubelet was stopping as it was stopped itself can have its shim exit under
+		// the call ("ttrpc: closed"); the next attempt finds it stopped.
+		var err error
+		for attempt := 0; attempt < 3; attempt++ {
+			if _, err = rs.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err == nil {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("stop pod %s/%s: %w", sb.Metadata.Namespace, sb.Metadata.Name, err))
 			continue
 		}
