@@ -24,9 +24,8 @@ import (
 // Name is the controller's name in the hub's --controllers list.
 const Name = "credentials"
 
-// malformedRecheck is how often the hub looks again at a user's malformed Secret. The hub does
-// not watch Secrets (its cache holds only its own namespace's: at 10,000 databases every
-// Secret of the hub would be a lot of memory), so a fix is seen at the next look.
+// malformedRecheck is how often the hub looks again at a user's malformed Secret, besides the
+// event its fix raises (secretsSource).
 const malformedRecheck = 30 * time.Second
 
 // Reconciler keeps a postgres DatabaseCluster's credentials Secrets and their copies in the
@@ -55,13 +54,19 @@ func Setup(_ context.Context, mgr ctrl.Manager) error {
 	return r.SetupWithManager(mgr)
 }
 
-// SetupWithManager watches DatabaseClusters and their MemberDatabases: a share placed or removed
-// is when a copy must appear or go.
+// SetupWithManager watches DatabaseClusters and their MemberDatabases (a share placed or removed
+// is when a copy must appear or go) and every Secret's metadata (a source edited, deleted or
+// brought late, or a copy edited, is when the copies must follow).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	secrets, err := r.secretsSource(mgr)
+	if err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&dbfleetv1alpha1.DatabaseCluster{}).
 		Watches(&dbfleetv1alpha1.MemberDatabase{}, handler.EnqueueRequestsFromMapFunc(memberDatabaseOwner)).
+		WatchesRawSource(secrets).
 		Complete(r)
 }
 

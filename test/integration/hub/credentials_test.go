@@ -238,3 +238,53 @@ func TestCredentialsMalformedSecretReported(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCredentialsCopiesFollowSecretEdits edits the source Secrets on the hub once the database
+// has settled (no DatabaseCluster or MemberDatabase event follows): the copies in the member
+// namespaces follow each edit, and a copy edited by hand is put back.
+func TestCredentialsCopiesFollowSecretEdits(t *testing.T) {
+	f := newFixture(t)
+	startHubWithCredentials(t)
+	a := f.member("a", "r1", 100)
+	f.policy("spread", 0, map[string]string{"app": "stock"}, divided())
+	f.database("stock", 1, map[string]string{"app": "stock"})
+	f.waitDatabase("stock", "CredentialsReady", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return hasCondition(d, dbfleetv1alpha1.ConditionCredentialsReady, metav1.ConditionTrue, dbfleetv1alpha1.CredentialsReasonReady)
+	})
+	f.waitMemberDatabases("stock", map[string]int32{a: 1})
+	f.waitCarried("stock", a)
+
+	waitCopy := func(kind string, want func(*corev1.Secret) bool, what string) {
+		t.Helper()
+		key := client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(a), Name: dbfleetv1alpha1.CarriedCredentialsSecretName(f.ns, "stock", kind)}
+		err := framework.WaitFor(f.ctx, framework.DefaultTimeout, what, func(ctx context.Context) (bool, error) {
+			s := &corev1.Secret{}
+			if err := f.c.Get(ctx, key, s); err != nil {
+				return false, client.IgnoreNotFound(err)
+			}
+			return want(s), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A rotation on the hub: the copy follows.
+	su := f.secret(f.ns, "stock-superuser")
+	su.Data["password"] = []byte("rotated-by-the-user")
+	if err := f.c.Update(f.ctx, su); err != nil {
+		t.Fatal(err)
+	}
+	waitCopy("superuser", func(s *corev1.Secret) bool { return string(s.Data["password"]) == "rotated-by-the-user" },
+		"the superuser copy to carry the rotated password")
+
+	// A copy edited in the member namespace is put back from the source.
+	app := f.secret(f.ns, "stock-app")
+	carried := f.secret(dbfleetv1alpha1.MemberNamespace(a), dbfleetv1alpha1.CarriedCredentialsSecretName(f.ns, "stock", "app"))
+	carried.Data["password"] = []byte("tampered")
+	if err := f.c.Update(f.ctx, carried); err != nil {
+		t.Fatal(err)
+	}
+	waitCopy("app", func(s *corev1.Secret) bool { return bytes.Equal(s.Data["password"], app.Data["password"]) },
+		"the edited app copy to be put back")
+}
