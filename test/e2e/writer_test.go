@@ -1,0 +1,349 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+)
+
+// credentials are one role's login, as the hub's <db>-app Secret gives them.
+type credentials struct{ user, password, dbname string }
+
+// appCredentials reads the hub's <db>-app Secret.
+func (f *federation) appCredentials(t *testing.T, dbc *dbfleetv1alpha1.DatabaseCluster) credentials {
+	t.Helper()
+	s := &corev1.Secret{}
+	if err := f.hub.Get(context.Background(), client.ObjectKey{Namespace: dbc.Namespace, Name: dbc.Name + "-app"}, s); err != nil {
+		t.Fatal(err)
+	}
+	return credentials{user: string(s.Data["username"]), password: string(s.Data["password"]), dbname: string(s.Data["dbname"])}
+}
+
+// connect logs in at endpoint (host:port), giving up after timeout.
+func (c credentials) connect(ctx context.Context, endpoint string, timeout time.Duration) (*pgx.Conn, error) {
+	host, port, err := net.SplitHostPort(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := pgx.ParseConfig("")
+	if err != nil {
+		return nil, err
+	}
+	cfg.Host, cfg.Port = host, uint16(p)
+	cfg.User, cfg.Password, cfg.Database = c.user, c.password, c.dbname
+	cfg.TLSConfig, cfg.Fallbacks, cfg.ConnectTimeout = nil, nil, timeout
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return pgx.ConnectConfig(cctx, cfg)
+}
+
+// writerTable is the table the writer fills: n is unique across every writer, via says whether
+// the row went through status.endpoints.readWrite or straight to one instance.
+const writerTable = "CREATE TABLE writes (n bigint PRIMARY KEY, via text NOT NULL)"
+
+// attemptTimeout bounds one write: a commit waiting for a synchronous standby, or a server that
+// vanished, is given up on (its outcome unknown, so it is no acknowledgement) and the writer
+// reconnects.
+const attemptTimeout = 2 * time.Second
+
+// fleetWriter is a client that keeps writing during a fault, on the test's one clock. One
+// goroutine writes numbered rows through the DatabaseCluster's status.endpoints.readWrite at
+// up to 100 a second (re-reading the endpoint from the hub whenever its connection breaks), as
+// an application would; and one goroutine per instance of the database (every pod of every
+// member, found again every 2 s) tries a numbered write on that instance directly, as fast as it
+// answers. Every acknowledgement names the instance that committed it: the server's own address
+// (inet_server_addr), mapped to its pod.
+type fleetWriter struct {
+	f      *federation
+	dbc    *dbfleetv1alpha1.DatabaseCluster
+	login  credentials
+	next   atomic.Int64
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	acks     []writeAck
+	pods     map[string]string // pod IP → member/pod
+	direct   map[string]bool   // pod IPs with a direct writer
+	attempts int
+}
+
+// writeAck is one acknowledged write: row n, committed by instance (member/pod) between sent
+// and at.
+type writeAck struct {
+	instance string
+	n        int64
+	via      string
+	sent, at time.Time
+}
+
+func (f *federation) startWriter(t *testing.T, dbc *dbfleetv1alpha1.DatabaseCluster, login credentials) *fleetWriter {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &fleetWriter{f: f, dbc: dbc, login: login, cancel: cancel, pods: map[string]string{}, direct: map[string]bool{}}
+	w.discover(ctx)
+	w.wg.Add(2)
+	go func() {
+		defer w.wg.Done()
+		w.throughEndpoint(ctx)
+	}()
+	go func() {
+		defer w.wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(2 * time.Second):
+				w.discover(ctx)
+			}
+		}
+	}()
+	t.Cleanup(w.stop)
+	return w
+}
+
+// stop ends every writer and waits for them.
+func (w *fleetWriter) stop() { w.cancel(); w.wg.Wait() }
+
+// discover maps every pod of the database to its IP and starts a direct writer on each new IP.
+func (w *fleetWriter) discover(ctx context.Context) {
+	for _, m := range members {
+		s, err := w.f.share(ctx, m, w.dbc.Namespace, w.dbc.Name)
+		if err != nil {
+			continue // a member being faulted: its pods are found again later
+		}
+		for _, p := range s.pods {
+			ip := p.Status.PodIP
+			if ip == "" {
+				continue
+			}
+			w.mu.Lock()
+			w.pods[ip] = m + "/" + p.Name
+			start := !w.direct[ip]
+			w.direct[ip] = true
+			w.mu.Unlock()
+			if start {
+				w.wg.Add(1)
+				go func() {
+					defer w.wg.Done()
+					w.write(ctx, func(context.Context) string { return net.JoinHostPort(ip, "5432") }, "direct", 0)
+				}()
+			}
+		}
+	}
+}
+
+func (w *fleetWriter) throughEndpoint(ctx context.Context) {
+	w.write(ctx, func(ctx context.Context) string {
+		d, err := w.f.database(ctx, w.dbc)
+		if err != nil || d.Status.Endpoints == nil {
+			return ""
+		}
+		return d.Status.Endpoints.ReadWrite
+	}, "readWrite", 10*time.Millisecond)
+}
+
+// write inserts numbered rows at the endpoint it is given, at most one per every, reconnecting
+// (and asking for the endpoint again) after any failure.
+func (w *fleetWriter) write(ctx context.Context, endpoint func(context.Context) string, via string, every time.Duration) {
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			_ = conn.Close(context.Background())
+		}
+	}()
+	pause := func(d time.Duration) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+	}
+	for ctx.Err() == nil {
+		if conn == nil {
+			e := endpoint(ctx)
+			if e == "" {
+				pause(100 * time.Millisecond)
+				continue
+			}
+			c, err := w.login.connect(ctx, e, attemptTimeout)
+			if err != nil {
+				pause(100 * time.Millisecond)
+				continue
+			}
+			conn = c
+		}
+		n := w.next.Add(1)
+		sent := time.Now()
+		wctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		var server string
+		err := conn.QueryRow(wctx, "INSERT INTO writes (n, via) VALUES ($1, $2) RETURNING host(inet_server_addr())", n, via).Scan(&server)
+		cancel()
+		at := time.Now()
+		w.mu.Lock()
+		w.attempts++
+		if err == nil {
+			instance, ok := w.pods[server]
+			if !ok {
+				instance = "unknown pod at " + server
+			}
+			w.acks = append(w.acks, writeAck{instance: instance, n: n, via: via, sent: sent, at: at})
+		}
+		w.mu.Unlock()
+		if err != nil {
+			_ = conn.Close(context.Background())
+			conn = nil
+			pause(50 * time.Millisecond)
+			continue
+		}
+		if every > 0 {
+			pause(every - time.Since(sent))
+		}
+	}
+}
+
+// acked is a copy of every acknowledgement so far.
+func (w *fleetWriter) acked() []writeAck {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.acks)
+}
+
+// ackedBy counts the acknowledgements instance gave.
+func (w *fleetWriter) ackedBy(instance string) int {
+	n := 0
+	for _, a := range w.acked() {
+		if a.instance == instance {
+			n++
+		}
+	}
+	return n
+}
+
+// awaitAcks waits until instance has acknowledged n more writes than it had when called.
+func (w *fleetWriter) awaitAcks(t *testing.T, instance string, n int, timeout time.Duration) {
+	t.Helper()
+	want := w.ackedBy(instance) + n
+	await(t, timeout, fmt.Sprintf("%d writes acknowledged by %s", want, instance), func(context.Context) (bool, error) {
+		return w.ackedBy(instance) >= want, nil
+	})
+}
+
+// writeWindow is when one instance accepted writes: from the sending of its first acknowledged
+// write to the acknowledgement of its last (wider than the commits themselves, so disjoint
+// windows mean disjoint commits).
+type writeWindow struct {
+	instance string
+	from, to time.Time
+	n        int
+}
+
+// checkWindows fails the test when two instances accepted writes in overlapping windows (two
+// primaries at once, as a client saw them) and logs every window.
+func (w *fleetWriter) checkWindows(t *testing.T, start time.Time) {
+	t.Helper()
+	by := map[string]*writeWindow{}
+	for _, a := range w.acked() {
+		win := by[a.instance]
+		if win == nil {
+			win = &writeWindow{instance: a.instance, from: a.sent, to: a.at}
+			by[a.instance] = win
+		}
+		win.from, win.to = minTime(win.from, a.sent), maxTime(win.to, a.at)
+		win.n++
+	}
+	var wins []writeWindow
+	for _, win := range by {
+		wins = append(wins, *win)
+	}
+	sort.Slice(wins, func(i, j int) bool { return wins[i].from.Before(wins[j].from) })
+	var lines []string
+	for _, win := range wins {
+		lines = append(lines, fmt.Sprintf("%s: %d writes acknowledged from %+.3fs to %+.3fs", win.instance, win.n,
+			win.from.Sub(start).Seconds(), win.to.Sub(start).Seconds()))
+	}
+	t.Logf("write windows (from the fault):\n%s", strings.Join(lines, "\n"))
+	for i := 1; i < len(wins); i++ {
+		if prev := wins[i-1]; !prev.to.Before(wins[i].from) {
+			t.Errorf("%s and %s accepted writes in overlapping windows: %s until %+.3fs, %s from %+.3fs",
+				prev.instance, wins[i].instance, prev.instance, prev.to.Sub(start).Seconds(), wins[i].instance, wins[i].from.Sub(start).Seconds())
+		}
+	}
+}
+
+// gap is the longest time after start in which no write was acknowledged, between
+// acknowledgements (the client's write unavailability), and how many writes were tried in all.
+func (w *fleetWriter) gap(start time.Time) (longest time.Duration, from time.Time, attempts int) {
+	acks := w.acked()
+	sort.Slice(acks, func(i, j int) bool { return acks[i].at.Before(acks[j].at) })
+	for i := 1; i < len(acks); i++ {
+		if acks[i].at.Before(start) {
+			continue
+		}
+		if d := acks[i].at.Sub(maxTime(acks[i-1].at, start)); d > longest {
+			longest, from = d, acks[i-1].at
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return longest, from, w.attempts
+}
+
+// missingOn are the acknowledged rows that the instance at endpoint does not have.
+func (w *fleetWriter) missingOn(ctx context.Context, endpoint string) ([]int64, error) {
+	conn, err := w.login.connect(ctx, endpoint, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	rows, err := conn.Query(ctx, "SELECT n FROM writes")
+	if err != nil {
+		return nil, err
+	}
+	have, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, err
+	}
+	present := make(map[int64]bool, len(have))
+	for _, n := range have {
+		present[n] = true
+	}
+	var missing []int64
+	for _, a := range w.acked() {
+		if !present[a.n] {
+			missing = append(missing, a.n)
+		}
+	}
+	return missing, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
