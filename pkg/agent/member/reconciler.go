@@ -410,6 +410,14 @@ func (r *Reconciler) cleanup(ctx context.Context, hub, member client.Client, mdb
 			return err
 		}
 	}
+	// ClusterSetIP mode exported the share's Services to the clusterset: the exports go too, or
+	// other clusters would go on resolving a name for a database this cluster no longer runs. A
+	// member without the MCS API has none.
+	for _, svc := range []string{ReadWriteServiceName(name), ReadOnlyServiceName(name)} {
+		if err := ensureServiceExport(ctx, member, mdb, svc, false); err != nil && !errors.Is(err, errNoMCS) {
+			return err
+		}
+	}
 	// Whatever epoch it names, this cluster's primary Lease goes with the share: a database
 	// re-created under the same name must not find a stale but unexpired Lease here.
 	if err := fence.ReleasePrimaryLease(ctx, member, ns, name, cluster, math.MaxInt64); err != nil {
