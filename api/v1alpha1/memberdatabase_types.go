@@ -300,6 +300,13 @@ const (
 	// share's epoch by its own judgement of the primary Lease (it saw no renewal in time), while
 	// the agent kept its hub lease; it stays fenced until the hub hands out a higher epoch.
 	ReasonInstanceFenced = "InstanceFenced"
+	// ReasonPrimaryLeaseLapsed (True): the agent cannot reach its member API server, so it could
+	// not renew the share's primary Lease, and the last renewal it tried (or, for an agent that
+	// started since, the latest one any earlier agent could have written) has expired by more than
+	// the instances' clock skew allowance: the primary instance has stopped taking writes. The
+	// share stays fenced until the hub hands out a higher epoch, and the hub may promote
+	// elsewhere at once, though the agent still heartbeats.
+	ReasonPrimaryLeaseLapsed = "PrimaryLeaseLapsed"
 	// ReasonNotFenced (False): the share's primary is not fenced.
 	ReasonNotFenced = "NotFenced"
 )

@@ -23,6 +23,8 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/hack/localfed/layout"
+	"github.com/dbfleet/dbfleet/pkg/join"
+	"github.com/dbfleet/dbfleet/pkg/placement"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
@@ -31,13 +33,26 @@ import (
 // nodes the instance manager stops writes 2 s before its primary Lease (fenceAfter from the last
 // hub renewal) runs out and reads the Lease every second: with a fenceAfter of 4 s a busy moment
 // of 2 s fenced healthy primaries, so it is 8 s, and the grace period follows it.
-const (
+//
+// With DBFLEET_E2E_TIMINGS=defaults the federation runs at the product's defaults instead (what
+// `hub run`, `hub join` and a policy without clusterTolerations give): `make bench-failover`
+// measures the write gap at both.
+var (
 	heartbeatInterval  = 1 * time.Second
 	fenceAfter         = 8 * time.Second
 	clusterGracePeriod = 8 * time.Second
 	// toleration is how long the tests' policies tolerate dbfleet.io/unreachable:NoExecute.
 	toleration = 5 * time.Second
+	// defaultTimings: DBFLEET_E2E_TIMINGS=defaults.
+	defaultTimings = os.Getenv("DBFLEET_E2E_TIMINGS") == "defaults"
 )
+
+func init() {
+	if defaultTimings {
+		heartbeatInterval, fenceAfter, clusterGracePeriod = join.DefaultHeartbeatInterval, join.DefaultFenceAfter, 20*time.Second
+		toleration = placement.DefaultTolerationSeconds * time.Second
+	}
+}
 
 // members are the federation's member clusters.
 var members = []string{"east", "west", "central"}
@@ -60,9 +75,12 @@ type federation struct {
 func up(bin string, dir layout.Dir) (*federation, error) {
 	f := &federation{dir: dir, bin: bin, clusters: map[string]client.Client{}, configs: map[string]*rest.Config{},
 		proxies: map[string]*framework.Proxy{}, stopped: map[string]bool{}}
-	err := f.localfed(os.Stdout, "up", "--bin", bin, "--members", strings.Join(members, ","),
-		"--cluster-grace-period", clusterGracePeriod.String(), "--heartbeat-interval", heartbeatInterval.String(),
-		"--fence-after", fenceAfter.String(), "--volumes", "100")
+	args := []string{"--bin", bin, "--members", strings.Join(members, ","), "--volumes", "100"}
+	if !defaultTimings {
+		args = append(args, "--cluster-grace-period", clusterGracePeriod.String(), "--heartbeat-interval", heartbeatInterval.String(),
+			"--fence-after", fenceAfter.String())
+	}
+	err := f.localfed(os.Stdout, "up", args...)
 	if err == nil {
 		err = f.connect()
 	}

@@ -19,6 +19,9 @@ import (
 // tolerateUnreachable lets a silent member keep its share for d after the hub taints it; then
 // its replicas move.
 func tolerateUnreachable(d time.Duration) []corev1.Toleration {
+	if defaultTimings {
+		return nil // the hub's --default-unreachable-toleration
+	}
 	return []corev1.Toleration{{
 		Key: dbfleetv1alpha1.TaintClusterUnreachable, Operator: corev1.TolerationOpExists,
 		Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(d / time.Second)),

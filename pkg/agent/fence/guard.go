@@ -68,5 +68,8 @@ func (g *Guard) LastRenewStart() time.Time {
 	return g.lastRenewStart
 }
 
+// Started is when the agent started: no primary Lease it ever writes is renewed from before it.
+func (g *Guard) Started() time.Time { return g.started }
+
 // FenceAfter is the configured fence delay.
 func (g *Guard) FenceAfter() time.Duration { return g.fenceAfter }

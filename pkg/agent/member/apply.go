@@ -44,6 +44,12 @@ type passResult struct {
 	// instanceFencedAt is the highest epoch at which an instance of the share says it fenced
 	// itself (0: none).
 	instanceFencedAt int64
+	// leaseErr is why the primary Lease could not be renewed (nil: renewed, or not a live
+	// primary).
+	leaseErr error
+	// fenceMessage, when set, is why the share is fenced: its primary Lease lapsed
+	// (judgeLeaseLapse) rather than its hub lease.
+	fenceMessage string
 	// imageProblems are the share's containers that cannot get their image (imageProblems).
 	imageProblems []string
 	// endpoints are the share's addresses as other clusters reach them (shareEndpoints).
@@ -101,7 +107,8 @@ func (r *Reconciler) applyShare(ctx context.Context, member client.Client, live 
 	}
 	switch {
 	case primary && !fenced && r.Guard != nil:
-		fail(true, r.renewPrimaryLease(ctx, member, mdb, cluster))
+		p.leaseErr = r.renewPrimaryLease(ctx, member, mdb, cluster)
+		fail(true, p.leaseErr)
 	case !primary:
 		// Demoted: give up the primary Lease before reporting the new epoch, which is what the
 		// hub waits for before it promotes another cluster.

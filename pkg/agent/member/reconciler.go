@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -57,6 +58,14 @@ type Reconciler struct {
 	// passes): a pass right after the fence may still read the StatefulSet from a cache without
 	// the fenced epoch, and fence again; the metric counts that fence once.
 	fenceCounted sync.Map
+	// leaseTried is, by the same key, the latest renewal this agent tried to write into each
+	// share's primary Lease (a leaseTry): a write that seemed to fail may have landed, so this is
+	// the latest the Lease can say.
+	leaseTried sync.Map
+	// leaseLapsed is, by the same key, the epoch at which the agent judged a share's primary Lease
+	// lapsed while it could not reach its member API server (see memberUnreachable): the share
+	// is fenced at that epoch once the member answers again.
+	leaseLapsed sync.Map
 	// reported is the status of each share's last report, for a cache not yet showing it.
 	reported reports
 	// unreported is when the agent first applied each share it has not reported yet (by
@@ -194,14 +203,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 		fencedAt = 0 // the hub has since handed out a higher epoch: the old fence is spent
 	}
 	primary := mdb.Spec.Role == dbfleetv1alpha1.RolePrimary
-	fencing := primary && fencedAt == 0 && r.Guard != nil && !r.Guard.Fresh()
+	lapsed, _ := r.leaseLapsed.Load(passKey)
+	lapsedHere := lapsed != nil && lapsed.(int64) == mdb.Spec.Epoch
+	fencing := primary && fencedAt == 0 && r.Guard != nil && (!r.Guard.Fresh() || lapsedHere)
 	if fencing {
 		fencedAt = mdb.Spec.Epoch
-		log.Info("Fencing primary: no successful hub renewal within fenceAfter", "epoch", fencedAt, "deadline", r.Guard.Deadline())
+		if lapsedHere {
+			log.Info("Fencing primary: its primary Lease lapsed while the member API server was unreachable", "epoch", fencedAt)
+		} else {
+			log.Info("Fencing primary: no successful hub renewal within fenceAfter", "epoch", fencedAt, "deadline", r.Guard.Deadline())
+		}
 	}
 	fenced := primary && fencedAt > 0
 
 	pass := r.applyShare(ctx, member, cl.GetAPIReader(), mdb, fencedAt, req.ClusterName)
+	var lapseWait time.Duration
+	if primary && !fenced && pass.leaseErr != nil && r.Guard != nil {
+		var lapsedNow bool
+		if lapsedNow, lapseWait = r.judgeLeaseLapse(ctx, passKey, mdb, pass.leaseErr, time.Now()); lapsedNow {
+			fenced, fencedAt = true, mdb.Spec.Epoch
+			pass.fenceMessage = lapseMessage(mdb.Spec.Epoch, pass.leaseErr)
+		}
+	} else if lapsedHere && fenced {
+		pass.fenceMessage = lapseMessage(mdb.Spec.Epoch, errors.New("the member API server did not answer"))
+	}
 	if fencing && pass.atEpoch && !pass.replacing {
 		// Counted once: the StatefulSet now carries the fenced epoch.
 		if prev, seen := r.fenceCounted.Swap(passKey, fencedAt); !seen || prev.(int64) != fencedAt {
@@ -217,6 +242,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	statusErr := r.writeStatus(ctx, hub, before, mdb)
 	livePrimary := primary && !fenced && r.Guard != nil
 	next := r.nextLook(livePrimary)
+	if lapseWait > 0 && (next == 0 || next > lapseWait) {
+		next = lapseWait // judge the lapse on time
+	}
 	if pass.replacing && (next == 0 || next > replaceWait) {
 		// The old StatefulSet's deletion brings the share back; look again in case it is slow.
 		next = replaceWait
@@ -353,8 +381,17 @@ func (r *Reconciler) renewPrimaryLease(ctx context.Context, member client.Client
 	if renewed.IsZero() {
 		return nil
 	}
-	return fence.RenewPrimaryLease(ctx, member, mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name,
+	err := fence.RenewPrimaryLease(ctx, member, mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name,
 		fence.Holder(cluster, mdb.Spec.Epoch), renewed, r.Guard.FenceAfter(), objectLabels(mdb))
+	// Recorded unless the write certainly never reached the API server (connection refused): a
+	// write that failed otherwise (a timeout) may have landed, and the Lease may say renewed.
+	if !utilnet.IsConnectionRefused(err) {
+		key := cluster + "/" + mdb.Namespace + "/" + mdb.Name
+		if v, ok := r.leaseTried.Load(key); !ok || v.(leaseTry).epoch != mdb.Spec.Epoch || renewed.After(v.(leaseTry).renewed) {
+			r.leaseTried.Store(key, leaseTry{epoch: mdb.Spec.Epoch, renewed: renewed})
+		}
+	}
+	return err
 }
 
 // currentEpochs reads, from the StatefulSet the member runs, the epoch it was last applied at and
@@ -432,4 +469,51 @@ func (r *Reconciler) cleanup(ctx context.Context, hub, member client.Client, mdb
 	}
 	ctrl.LoggerFrom(ctx).Info("Removed share from member cluster")
 	return nil
+}
+
+// leaseTry is a renewal the agent tried to write into a share's primary Lease at an epoch.
+type leaseTry struct {
+	epoch   int64
+	renewed time.Time
+}
+
+// primaryLeaseLapse is when the share's primary Lease at epoch has certainly run out for its
+// instances, by this agent's record of the renewals it tried: the latest (a write that failed
+// but may have landed counts), plus the Lease's duration, plus the clock skew the instances allow
+// between their clock and the agent's (they fence fenceSafety before that, on their own
+// clock). ok is false when this agent tried no renewal at that epoch: an earlier agent process
+// may have, and it cannot tell when.
+func (r *Reconciler) primaryLeaseLapse(passKey string, epoch int64) (lapse time.Time, ok bool) {
+	v, found := r.leaseTried.Load(passKey)
+	if !found || v.(leaseTry).epoch != epoch {
+		return time.Time{}, false
+	}
+	return v.(leaseTry).renewed.Add(time.Duration(fence.SecondsDown(r.Guard.FenceAfter()))*time.Second + decide.MaxClockSkew), true
+}
+
+// judgeLeaseLapse runs after a live primary share's pass whose primary Lease renewal failed (the
+// member API server stopped, say). The instances stop taking writes when the Lease runs out,
+// whatever the agent does; but the agent still heartbeats the hub, which therefore sees no
+// silence to wait out and would never promote elsewhere. Once the Lease has certainly lapsed,
+// the agent fences the share at its epoch for good and says so (Fenced=True,
+// PrimaryLeaseLapsed), which lets the hub promote another cluster at once. It returns whether it
+// did, and otherwise when to look again.
+func (r *Reconciler) judgeLeaseLapse(ctx context.Context, passKey string, mdb *dbfleetv1alpha1.MemberDatabase, renewErr error, now time.Time) (bool, time.Duration) {
+	lapse, ok := r.primaryLeaseLapse(passKey, mdb.Spec.Epoch)
+	if !ok {
+		return false, 0
+	}
+	if wait := lapse.Sub(now); wait > 0 {
+		return false, wait
+	}
+	if _, seen := r.leaseLapsed.Swap(passKey, mdb.Spec.Epoch); !seen {
+		ctrl.LoggerFrom(ctx).Error(renewErr, "The primary Lease could not be renewed and has lapsed: the primary has stopped taking writes; fencing the share",
+			"epoch", mdb.Spec.Epoch, "lapse", lapse)
+	}
+	return true, 0
+}
+
+// lapseMessage is the Fenced condition's message for a share fenced by judgeLeaseLapse.
+func lapseMessage(epoch int64, renewErr error) string {
+	return fmt.Sprintf("the agent could not renew the primary Lease at epoch %d (%v) and it has run out: the primary has stopped taking writes; the share stays fenced until the hub hands out a higher epoch", epoch, renewErr)
 }

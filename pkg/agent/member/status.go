@@ -56,6 +56,8 @@ func setStatus(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult, fenced bool
 		st.Epoch = mdb.Spec.Epoch
 	}
 	switch {
+	case fenced && pass.fenceMessage != "":
+		set(dbfleetv1alpha1.ConditionFenced, metav1.ConditionTrue, dbfleetv1alpha1.ReasonPrimaryLeaseLapsed, pass.fenceMessage)
 	case fenced:
 		set(dbfleetv1alpha1.ConditionFenced, metav1.ConditionTrue, dbfleetv1alpha1.ReasonHubLeaseExpired,
 			fmt.Sprintf("the agent fenced its primary at epoch %d: no successful hub renewal within fenceAfter; it stays fenced until the hub hands out a higher epoch", mdb.Spec.Epoch))

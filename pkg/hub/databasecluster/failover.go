@@ -65,10 +65,16 @@ type Liveness interface {
 // seen for its fenceAfter plus FencingMargin, on the hub's own clock and confirmed against the API
 // server (Liveness). With failover: Manual it waits for the user instead. It returns how long to
 // wait (zero: go ahead), the FailoverInProgress reason and a message.
-func (r *Reconciler) failoverGate(ctx context.Context, dbc *dbfleetv1alpha1.DatabaseCluster, old *dbfleetv1alpha1.MemberCluster, from string) (time.Duration, string, string) {
+func (r *Reconciler) failoverGate(ctx context.Context, dbc *dbfleetv1alpha1.DatabaseCluster, old *dbfleetv1alpha1.MemberCluster, oldShare *dbfleetv1alpha1.MemberDatabase, from string) (time.Duration, string, string) {
 	if dbc.Spec.Primary != nil && dbc.Spec.Primary.Failover == dbfleetv1alpha1.FailoverManual {
 		return time.Minute, dbfleetv1alpha1.ReasonManualFailoverRequired, fmt.Sprintf(
 			"primary cluster %s is not ready and failover is Manual: set spec.primary.failover to Automatic to let the hub promote elsewhere", from)
+	}
+	if leaseLapsed(oldShare, dbc.Status.Primary) {
+		// The agent still heartbeats (its member API server is down, say), so there is no
+		// silence to wait out; but it says its primary Lease ran out unrenewed at the current
+		// epoch, so the primary has stopped taking writes and stays fenced at that epoch.
+		return 0, "", ""
 	}
 	fenceAfter := 15 * time.Second // the agent default, when the cluster never reported its own
 	if old != nil && old.Status.Agent != nil && old.Status.Agent.FenceAfterSeconds > 0 {
@@ -168,4 +174,14 @@ func (r *Reconciler) repromoteAbandonedDemotion(s *scope, now time.Time) bool {
 		"the move off %s was dropped after its primary was told to step down at epoch %d; promoted again there at epoch %d",
 		p.Cluster, mdb.Spec.Epoch, epoch)
 	return true
+}
+
+// leaseLapsed says the old primary's share reports that its primary Lease ran out unrenewed at
+// the current primary epoch (Fenced=True, PrimaryLeaseLapsed), applied at that epoch.
+func leaseLapsed(mdb *dbfleetv1alpha1.MemberDatabase, p *dbfleetv1alpha1.PrimaryStatus) bool {
+	if mdb == nil || p == nil || mdb.Spec.Epoch != p.Epoch || mdb.Status.Epoch != p.Epoch || mdb.Spec.Role != dbfleetv1alpha1.RolePrimary {
+		return false
+	}
+	c := meta.FindStatusCondition(mdb.Status.Conditions, dbfleetv1alpha1.ConditionFenced)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == dbfleetv1alpha1.ReasonPrimaryLeaseLapsed
 }

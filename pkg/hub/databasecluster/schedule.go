@@ -80,7 +80,7 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 				"primary cluster %s is not ready; the primary moves when its share is evicted (after the policy's toleration)", from))
 			return requeue, nil
 		default:
-			if wait, reason, msg := r.failoverGate(ctx, dbc, old, from); wait > 0 {
+			if wait, reason, msg := r.failoverGate(ctx, dbc, old, s.memberDBs[from], from); wait > 0 {
 				// Keep the placement in force, old share and primary included, until it is safe.
 				s.failover.hold(reason, msg)
 				return soonest(wait, requeue), nil
