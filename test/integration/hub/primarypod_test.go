@@ -92,6 +92,21 @@ func TestFailoverPromotesTheSharesMostAdvancedPod(t *testing.T) {
 	if done.Status.Primary.Pod != high || done.Status.Primary.Epoch != promoted.Status.Primary.Epoch {
 		t.Errorf("primary %+v after the failover completed, want %s at epoch %d", done.Status.Primary, high, promoted.Status.Primary.Epoch)
 	}
+
+	// A StatefulSet scales down from its highest ordinal: a share of one would lose the primary
+	// pod, so the share is kept as it is and the status says why.
+	kept := f.waitMemberDatabases("orders", shares(done))[survivor].Spec.Replicas
+	f.updateDatabase("orders", func(d *dbfleetv1alpha1.DatabaseCluster) { d.Spec.Replicas = 1 })
+	refused := f.waitDatabase("orders", "the scale-down held", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return hasCondition(d, dbfleetv1alpha1.ConditionPropagated, metav1.ConditionFalse, dbfleetv1alpha1.ReasonPropagationFailed)
+	})
+	if c := meta.FindStatusCondition(refused.Status.Conditions, dbfleetv1alpha1.ConditionPropagated); !strings.Contains(c.Message, "without its primary pod "+high) {
+		t.Errorf("Propagated %+v, want it to say the share would lose its primary pod %s", c, high)
+	}
+	m = f.placedMemberDatabases("orders")[survivor]
+	if m.Spec.Replicas != kept || m.Spec.PrimaryOrdinal == nil || *m.Spec.PrimaryOrdinal != start+1 {
+		t.Errorf("survivor's share: %d replicas, primaryOrdinal %v; want it kept at %d with its primary pod at %d", m.Spec.Replicas, m.Spec.PrimaryOrdinal, kept, start+1)
+	}
 }
 
 // With dataDurability required, the survivor's two pods are the quorum (ANY 1 of them): the
