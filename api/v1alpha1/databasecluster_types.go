@@ -249,6 +249,13 @@ type PrimaryStatus struct {
 	// Cluster holds the primary.
 	// +optional
 	Cluster string `json:"cluster,omitempty"`
+	// Pod is the primary pod (<db>-<ordinal>) in the cluster's share: when the hub promotes a
+	// share it picks the share's instance furthest in the WAL (received, then replayed LSN; with
+	// dataDurability required, of the synchronous standbys), and the pod stays for the epoch.
+	// Absent (a status written before it existed): the share's lowest ordinal.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Pod string `json:"pod,omitempty"`
 	// Epoch goes up by one every time the primary moves to another cluster. Agents act only on the
 	// newest epoch, so an epoch that wrapped around would look older than every one before it: the
 	// API server refuses any below 1.
@@ -283,7 +290,7 @@ type OrdinalRange struct {
 type ReplicaRole string
 
 const (
-	// RolePrimary: the share holds the primary (its lowest ordinal).
+	// RolePrimary: the share holds the primary (the pod status.primary.pod names).
 	RolePrimary ReplicaRole = "primary"
 	// RoleReplica: every instance of the share is a replica.
 	RoleReplica ReplicaRole = "replica"
@@ -547,6 +554,7 @@ const (
 // +kubebuilder:printcolumn:name="Engine",type=string,JSONPath=`.spec.engine`,priority=1
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.version`,priority=1
 // +kubebuilder:printcolumn:name="Epoch",type=integer,JSONPath=`.status.primary.epoch`,priority=1
+// +kubebuilder:printcolumn:name="Primary Pod",type=string,JSONPath=`.status.primary.pod`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type DatabaseCluster struct {
 	metav1.TypeMeta   `json:",inline"`

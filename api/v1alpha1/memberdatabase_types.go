@@ -27,6 +27,8 @@ type MemberOrdinals struct {
 }
 
 // MemberDatabaseSpec is one cluster's share of a DatabaseCluster, written by the hub.
+// +kubebuilder:validation:XValidation:rule="!has(self.primaryOrdinal) || (self.primaryOrdinal >= self.ordinals.start && self.primaryOrdinal < self.ordinals.start + self.replicas)",message="primaryOrdinal must be one of the share's ordinals (ordinals.start to ordinals.start + replicas - 1)"
+// +kubebuilder:validation:XValidation:rule="!has(self.primaryOrdinal) || self.role == 'primary'",message="only a primary share names a primaryOrdinal"
 type MemberDatabaseSpec struct {
 	// DatabaseRef names the DatabaseCluster on the hub. It cannot change.
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="databaseRef is immutable"
@@ -46,9 +48,16 @@ type MemberDatabaseSpec struct {
 	// +required
 	Ordinals MemberOrdinals `json:"ordinals"`
 
-	// Role of the share: primary (its lowest ordinal is the primary) or replica.
+	// Role of the share: primary (the pod at primaryOrdinal is the primary) or replica.
 	// +required
 	Role ReplicaRole `json:"role"`
+
+	// PrimaryOrdinal is, in a primary share, the ordinal of the pod that is the primary: the
+	// hub picks the share's instance furthest in the WAL when it promotes the share, and keeps
+	// it for the epoch. Absent: the share's lowest ordinal (ordinals.start).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	PrimaryOrdinal *int32 `json:"primaryOrdinal,omitempty"`
 
 	// Epoch is the primary epoch this share belongs to; agents ignore anything older than what
 	// they have seen.
@@ -322,6 +331,7 @@ const (
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
 // +kubebuilder:printcolumn:name="Start",type=integer,JSONPath=`.spec.ordinals.start`,priority=1
+// +kubebuilder:printcolumn:name="Primary Ordinal",type=integer,JSONPath=`.spec.primaryOrdinal`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type MemberDatabase struct {
 	metav1.TypeMeta   `json:",inline"`

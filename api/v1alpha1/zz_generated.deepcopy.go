@@ -760,6 +760,11 @@ func (in *MemberDatabaseSpec) DeepCopyInto(out *MemberDatabaseSpec) {
 	out.DatabaseRef = in.DatabaseRef
 	in.Database.DeepCopyInto(&out.Database)
 	out.Ordinals = in.Ordinals
+	if in.PrimaryOrdinal != nil {
+		in, out := &in.PrimaryOrdinal, &out.PrimaryOrdinal
+		*out = new(int32)
+		**out = **in
+	}
 	if in.Standbys != nil {
 		in, out := &in.Standbys, &out.Standbys
 		*out = make([]string, len(*in))

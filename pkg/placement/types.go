@@ -82,7 +82,7 @@ type Decision struct {
 	// Shares are the clusters that run replicas, sorted by cluster name. Every share has at least
 	// one replica and ordinal ranges never overlap.
 	Shares []Share
-	// Primary is the cluster whose share holds the primary (its lowest ordinal); empty when
+	// Primary is the cluster whose share holds the primary (the hub picks the pod); empty when
 	// there are no shares.
 	Primary string
 	// Excluded names every input cluster without a share and why, sorted by cluster name.

@@ -119,7 +119,7 @@ func (s share) holder() string {
 // Available at the current generation with every replica Ready; each placed member runs exactly
 // its share (StatefulSet with the share's replicas and first ordinal, that many Pods, all Ready)
 // and has its MemberDatabase; a member without a share runs nothing of it and has none; and there
-// is one primary, the lowest ordinal of the primary cluster's share, labelled primary and holding
+// is one primary, status.primary.pod in the primary cluster's share, labelled primary and holding
 // the unexpired Lease <cluster>/<epoch>, while no other member has a Pod labelled primary or an
 // unexpired Lease; and no evicted share is kept any more. Members in skip (whose agents are
 // stopped or cut off) are not inspected.
@@ -204,7 +204,10 @@ func (f *federation) shareConverged(ctx context.Context, d *dbfleetv1alpha1.Data
 		}
 		return nil
 	}
-	want := fmt.Sprintf("%s-%d", d.Name, p.Ordinals.Start)
+	want := primary.Pod
+	if want == "" {
+		want = fmt.Sprintf("%s-%d", d.Name, p.Ordinals.Start) // a status from before status.primary.pod
+	}
 	if got := s.primaries(); !slices.Equal(got, []string{want}) {
 		return fmt.Errorf("Pods labelled primary: %v, want [%s]", got, want)
 	}

@@ -33,12 +33,7 @@ func TestPartitionedPrimary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var primaryPod string
-	for _, p := range d.Status.Placements {
-		if p.Cluster == cut {
-			primaryPod = fmt.Sprintf("%s-%d", dbc.Name, p.Ordinals.Start)
-		}
-	}
+	primaryPod := d.Status.Primary.Pod
 
 	watch := watchPrimaries(t, dbc, cut, primaryPod)
 	sw := newStopwatch(t)

@@ -219,8 +219,8 @@ func ensureNamespace(ctx context.Context, member client.Client, name string) err
 	return nil
 }
 
-// labelPods sets dbfleet.io/role on each pod of the share: primary for the lowest ordinal of the
-// primary cluster's share (fenced once fenced), replica otherwise. It returns the image
+// labelPods sets dbfleet.io/role on each pod of the share: primary for the primary cluster's
+// share's primary pod (PrimaryOrdinal; fenced once fenced), replica otherwise. It returns the image
 // problems of the pods it read (imageProblems).
 func labelPods(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, fenced bool) ([]string, error) {
 	pods := &corev1.PodList{}

@@ -208,15 +208,26 @@ func DesiredPDBs(mdb *dbfleetv1alpha1.MemberDatabase) []*policyv1.PodDisruptionB
 	return pdbs
 }
 
-// PodRole is the role label a pod of the share should carry: the share's lowest ordinal is the
+// PrimaryOrdinal is the ordinal of a primary share's primary pod: spec.primaryOrdinal, which the
+// hub sets to the instance furthest in the WAL when it promotes the share, or the share's lowest
+// ordinal when it is absent.
+func PrimaryOrdinal(mdb *dbfleetv1alpha1.MemberDatabase) int32 {
+	if o := mdb.Spec.PrimaryOrdinal; o != nil {
+		return *o
+	}
+	return mdb.Spec.Ordinals.Start
+}
+
+// PodRole is the role label a pod of the share should carry: the pod at PrimaryOrdinal is the
 // primary when the share holds the primary (fenced when the agent fenced it); every other pod is
-// a replica.
+// a replica. The PDBs and the client Services select on this label, and the instance manager
+// reads it to know whether its pod is the primary.
 func PodRole(mdb *dbfleetv1alpha1.MemberDatabase, podName string, fenced bool) (dbfleetv1alpha1.ReplicaRole, error) {
 	ordinal, err := podOrdinal(mdb.Spec.DatabaseRef.Name, podName)
 	if err != nil {
 		return "", err
 	}
-	if mdb.Spec.Role == dbfleetv1alpha1.RolePrimary && ordinal == mdb.Spec.Ordinals.Start {
+	if mdb.Spec.Role == dbfleetv1alpha1.RolePrimary && ordinal == PrimaryOrdinal(mdb) {
 		if fenced {
 			return dbfleetv1alpha1.RoleFenced, nil
 		}

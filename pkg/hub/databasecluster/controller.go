@@ -120,6 +120,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	now := r.Clock.Now()
 	r.repromoteAbandonedDemotion(s, now)
 	r.repromoteFencedPrimary(s, now)
+	namePrimaryPod(s.dbc)
 	recordSynchronous(s)
 	requeue = soonest(requeue, r.purgeEvictions(s, now))
 	propagateErr := r.propagate(ctx, s)

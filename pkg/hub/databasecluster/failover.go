@@ -139,10 +139,13 @@ func (r *Reconciler) repromoteFencedPrimary(s *scope, now time.Time) bool {
 		return false
 	}
 	since := metav1.NewTime(now)
-	dbc.Status.Primary = &dbfleetv1alpha1.PrimaryStatus{Cluster: p.Cluster, Epoch: p.Epoch + 1, Since: &since, Preferred: p.Preferred}
+	// The same pod: its share's standbys only have WAL it sent them, so none is ahead of it.
+	pod := primaryPod(dbc)
+	dbc.Status.Primary = &dbfleetv1alpha1.PrimaryStatus{Cluster: p.Cluster, Pod: pod, Epoch: p.Epoch + 1, Since: &since, Preferred: p.Preferred}
 	promotions.Inc()
 	r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, ReasonRepromoted, "Promote",
-		"primary on %s fenced itself at epoch %d while cut off; promoted again at epoch %d", p.Cluster, p.Epoch, p.Epoch+1)
+		"primary on %s (pod %s) fenced itself at epoch %d while cut off; promoted again at epoch %d, on the same pod: its share's standbys only have what it sent them",
+		p.Cluster, pod, p.Epoch, p.Epoch+1)
 	return true
 }
 
@@ -168,7 +171,8 @@ func (r *Reconciler) repromoteAbandonedDemotion(s *scope, now time.Time) bool {
 	}
 	since := metav1.NewTime(now)
 	epoch := mdb.Spec.Epoch + 1
-	dbc.Status.Primary = &dbfleetv1alpha1.PrimaryStatus{Cluster: p.Cluster, Epoch: epoch, Since: &since, Preferred: p.Preferred}
+	// The same pod: nothing was promoted meanwhile, so its standbys only have what it sent them.
+	dbc.Status.Primary = &dbfleetv1alpha1.PrimaryStatus{Cluster: p.Cluster, Pod: primaryPod(dbc), Epoch: epoch, Since: &since, Preferred: p.Preferred}
 	promotions.Inc()
 	r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, ReasonDemotionAbandoned, "Promote",
 		"the move off %s was dropped after its primary was told to step down at epoch %d; promoted again there at epoch %d",

@@ -43,6 +43,15 @@ func (r *Reconciler) propagate(ctx context.Context, s *scope) error {
 			// (repromoteAbandonedDemotion).
 			desired.Spec.Role, desired.Spec.Epoch = existing.Spec.Role, existing.Spec.Epoch
 		}
+		if desired.Spec.Role == dbfleetv1alpha1.RolePrimary {
+			desired.Spec.PrimaryOrdinal = primaryOrdinalOf(dbc, p.Cluster)
+			if o := desired.Spec.PrimaryOrdinal; o != nil && (*o < p.Ordinals.Start || *o >= p.Ordinals.Start+p.Replicas) {
+				// A StatefulSet scales down from its highest ordinal: it would remove the primary.
+				s.propagationErrors[p.Cluster] = fmt.Errorf("the share would shrink to ordinals %d-%d without its primary pod %s: kept as it is until the primary moves",
+					p.Ordinals.Start, p.Ordinals.Start+p.Replicas-1, podName(dbc.Name, *o))
+				continue
+			}
+		}
 		repl.apply(desired, p.Cluster)
 		if err := r.writeMemberDatabase(ctx, s, p.Cluster, desired); err != nil {
 			s.propagationErrors[p.Cluster] = err

@@ -60,6 +60,12 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 	s.failover.pendingSwitchover = out.PendingSwitchover
 
 	primaryMoves := out.PrimaryMoved && out.PrimaryFrom != "none"
+	var promoted primaryPodChoice
+	if out.PrimaryMoved {
+		// Inside the share too, the instance furthest in the WAL becomes the primary pod.
+		promoted = choosePromotedPod(s, planned, planned.Status.Primary.Cluster)
+		planned.Status.Primary.Pod = promoted.pod
+	}
 	if primaryMoves {
 		from, to, epoch := out.PrimaryFrom, planned.Status.Primary.Cluster, planned.Status.Primary.Epoch
 		old := s.members[from]
@@ -86,7 +92,7 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 				return soonest(wait, requeue), nil
 			}
 			if required(dbc) {
-				if msg := synchronousGate(s, planned, to); msg != "" {
+				if msg := synchronousGate(s, to, promoted.pod); msg != "" {
 					// The standbys' reports wake the database again; the requeue is a safety net.
 					s.failover.hold(dbfleetv1alpha1.ReasonWaitingForSynchronousStandby, msg)
 					return soonest(synchronousRecheck, requeue), nil
@@ -113,8 +119,8 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 		evictions.WithLabelValues(string(reason)).Add(float64(n))
 	}
 	if primaryMoves {
-		s.failover.promoted = fmt.Sprintf("primary moved from %s to %s at epoch %d; waiting for it to be ready",
-			out.PrimaryFrom, dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch)
+		s.failover.promoted = fmt.Sprintf("primary moved from %s to %s at epoch %d, on %s; waiting for it to be ready",
+			out.PrimaryFrom, dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch, promoted.describe())
 		promotions.Inc()
 	}
 
@@ -133,8 +139,8 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 		return requeue, nil
 	}
 	if out.PrimaryMoved {
-		r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, "PrimaryChanged", "Promote",
-			"primary moved from %s to %s at epoch %d", out.PrimaryFrom, dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch)
+		r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, "PrimaryChanged", "Promote", "%s", truncate(fmt.Sprintf(
+			"primary moved from %s to %s at epoch %d, on %s", out.PrimaryFrom, dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch, promoted.describe())))
 	}
 	if len(out.Moves) > 0 {
 		r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, "ReplicasMoved", "Schedule", "%s", listSome(out.Moves))

@@ -110,8 +110,8 @@ func summarize(s *scope) shares {
 		total += p.Replicas
 		sh.ready += ready
 		if p.Cluster == sh.primaryCluster {
-			// The primary is the share's lowest ordinal: it is ready when the share reports a
-			// ready replica at the current epoch and is neither fenced nor degraded.
+			// The primary (its pod, status.primary.pod) is ready when the share reports a ready
+			// replica at the current epoch and is neither fenced nor degraded.
 			sh.primaryState = state
 			sh.primaryReady = ready > 0 && v.mdb != nil && v.mdb.Status.Epoch >= v.mdb.Spec.Epoch &&
 				(state == dbfleetv1alpha1.PlacementAvailable || state == dbfleetv1alpha1.PlacementProgressing)

@@ -72,8 +72,8 @@ func recordSynchronous(s *scope) {
 		rec.Number = min(rec.Number, report.Number)
 		rec.Synchronous = slices.Sorted(slices.Values(report.Synchronous))
 	}
-	primaryPod := fmt.Sprintf("%s-%d", dbc.Name, primaryOrdinal(dbc))
-	names = slices.DeleteFunc(names, func(n string) bool { return n == primaryPod })
+	pod := primaryPod(dbc)
+	names = slices.DeleteFunc(names, func(n string) bool { return n == pod })
 	slices.Sort(names)
 	rec.Standbys = slices.Compact(names)
 	if len(rec.Synchronous) == 0 {
@@ -83,16 +83,6 @@ func recordSynchronous(s *scope) {
 		rec.Standbys = nil
 	}
 	dbc.Status.Synchronous = rec
-}
-
-// primaryOrdinal is the ordinal of the primary pod: the lowest of the primary cluster's share.
-func primaryOrdinal(dbc *dbfleetv1alpha1.DatabaseCluster) int32 {
-	for _, pl := range dbc.Status.Placements {
-		if dbc.Status.Primary != nil && pl.Cluster == dbc.Status.Primary.Cluster {
-			return pl.Ordinals.Start
-		}
-	}
-	return -1
 }
 
 // quorumOf is the quorum a failover off the current primary must respect: status.synchronous
@@ -106,18 +96,15 @@ func quorumOf(s *scope) (standbys []string, number int32) {
 }
 
 // synchronousProgress is scheduling's Progress when durability is required: by cluster, the
-// progress of the instance that would become the primary there (the lowest ordinal of its
-// share), and only when that instance is in the quorum. Other clusters count as having nothing,
-// so the placement engine picks, among the shares that may take the primary, the furthest.
+// furthest progress of the share's instances that are in the quorum (any of them may become the
+// primary pod: choosePromotedPod). Shares without one count as having nothing, so the placement
+// engine picks, among the shares that may take the primary, the furthest.
 func synchronousProgress(s *scope) map[string]placement.WALProgress {
 	quorum, _ := quorumOf(s)
+	inQuorum := func(pod string) bool { return slices.Contains(quorum, pod) }
 	out := map[string]placement.WALProgress{}
 	for _, pl := range s.dbc.Status.Placements {
-		pod := fmt.Sprintf("%s-%d", s.dbc.Name, pl.Ordinals.Start)
-		if !slices.Contains(quorum, pod) {
-			continue
-		}
-		if p, ok := instanceProgress(s.memberDBs[pl.Cluster], pod); ok {
+		if p, ok := shareProgress(s, pl, inQuorum); ok {
 			out[pl.Cluster] = p
 		}
 	}
@@ -142,12 +129,12 @@ func instanceProgress(mdb *dbfleetv1alpha1.MemberDatabase, pod string) (placemen
 	return placement.WALProgress{}, false
 }
 
-// synchronousGate says why a failover to cluster to (its primary pod pod) would lose
-// acknowledged commits under dataDurability required, or "" when it would not. Every commit the
-// old primary acknowledged is on at least W of the quorum's N standbys; so with R of them read in
-// clusters that are Ready, R + W > N means one of those R has every such commit, and the most
-// advanced of them (by received LSN) does. The new primary must be that one.
-func synchronousGate(s *scope, planned *dbfleetv1alpha1.DatabaseCluster, to string) string {
+// synchronousGate says why a failover to pod in cluster to would lose acknowledged commits
+// under dataDurability required, or "" when it would not. Every commit the old primary
+// acknowledged is on at least W of the quorum's N standbys; so with R of them read in clusters
+// that are Ready, R + W > N means one of those R has every such commit, and the most advanced of
+// them (by received LSN) does. The new primary must be that one, or level with it.
+func synchronousGate(s *scope, to, pod string) string {
 	quorum, w := quorumOf(s)
 	n := int32(len(quorum))
 	type reading struct {
@@ -183,13 +170,6 @@ func synchronousGate(s *scope, planned *dbfleetv1alpha1.DatabaseCluster, to stri
 			best = rd
 		}
 	}
-	var start int32 = -1
-	for _, pl := range planned.Status.Placements {
-		if pl.Cluster == to {
-			start = pl.Ordinals.Start
-		}
-	}
-	pod := fmt.Sprintf("%s-%d", s.dbc.Name, start)
 	target, ok := instanceProgress(s.memberDBs[to], pod)
 	if !ok || !slices.Contains(quorum, pod) || target.Compare(best.progress) < 0 {
 		return fmt.Sprintf("dataDurability is required: of the synchronous standbys [%s], %s is the most advanced (received %s), and it is not the instance that %s would promote (%s): waiting rather than lose acknowledged writes",

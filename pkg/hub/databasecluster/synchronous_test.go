@@ -47,6 +47,10 @@ func TestSynchronousGate(t *testing.T) {
 			b: map[string]string{"db-1": "0/5000000"}, bReady: true, to: "b"},
 		{name: "a report from a cluster that is not Ready does not count", number: 2, quorum: []string{"db-1", "db-2"},
 			b: map[string]string{"db-1": "0/5000000"}, bReady: false, to: "b", wantHold: "but 0 can be"},
+		{name: "the share's quorum member is promoted, though not its lowest ordinal", number: 1, quorum: []string{"db-1", "db-3"},
+			b: map[string]string{"db-1": "0/5000000"}, c: map[string]string{"db-2": "0/9000000", "db-3": "0/7000000"}, bReady: true, to: "c"},
+		{name: "the quorum member ahead is the other pod of the share", number: 1, quorum: []string{"db-1", "db-2", "db-3"},
+			b: map[string]string{"db-1": "0/5000000"}, c: map[string]string{"db-2": "0/6000000", "db-3": "0/7000000"}, bReady: true, to: "c"},
 		{name: "none read while more were asked for than listed", number: 3, quorum: []string{"db-1"},
 			bReady: true, to: "b", wantHold: "but 0 can be"},
 	} {
@@ -59,12 +63,12 @@ func TestSynchronousGate(t *testing.T) {
 			planned := dbc.DeepCopy()
 			planned.Status.Placements = []dbfleetv1alpha1.ClusterPlacement{
 				{Cluster: "b", Replicas: 1, Ordinals: dbfleetv1alpha1.OrdinalRange{Start: 1, Count: 1}},
-				{Cluster: "c", Replicas: 1, Ordinals: dbfleetv1alpha1.OrdinalRange{Start: 2, Count: 1}},
+				{Cluster: "c", Replicas: 2, Ordinals: dbfleetv1alpha1.OrdinalRange{Start: 2, Count: 2}},
 			}
 			s := &scope{dbc: dbc,
 				members:   map[string]*dbfleetv1alpha1.MemberCluster{"a": ready("a", false), "b": ready("b", tc.bReady), "c": ready("c", true)},
 				memberDBs: map[string]*dbfleetv1alpha1.MemberDatabase{"a": share(nil), "b": share(tc.b), "c": share(tc.c)}}
-			got := synchronousGate(s, planned, tc.to)
+			got := synchronousGate(s, tc.to, choosePromotedPod(s, planned, tc.to).pod)
 			switch {
 			case tc.wantHold == "" && got != "":
 				t.Errorf("held: %s; want a promotion of %s", got, tc.to)

@@ -406,6 +406,16 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			spec:  strings.Replace(mdbSpec, "replicas: 1", "replicas: -1", 1) + "  role: replica\n  epoch: 1\n",
 			field: "spec.replicas", message: "greater than or equal to 0",
 		},
+		{
+			name: "primary pod outside the share", kind: "MemberDatabase",
+			spec:  mdbSpec + "  role: primary\n  epoch: 1\n  primaryOrdinal: 1\n",
+			field: "spec", message: "primaryOrdinal must be one of the share's ordinals",
+		},
+		{
+			name: "primary pod on a replica share", kind: "MemberDatabase",
+			spec:  mdbSpec + "  role: replica\n  epoch: 1\n  primaryOrdinal: 0\n",
+			field: "spec", message: "only a primary share names a primaryOrdinal",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := object(t, tc.kind, uniqueName("bad"), tc.spec)

@@ -199,12 +199,7 @@ func primaryLoss(t *testing.T, a, b string, lose func(*joinedMember), wantFenced
 	})
 	oldName := placed.Status.Primary.Cluster
 	old := members[oldName]
-	var primaryPod string
-	for _, p := range placed.Status.Placements {
-		if p.Cluster == oldName {
-			primaryPod = fmt.Sprintf("orders-%d", p.Ordinals.Start)
-		}
-	}
+	primaryPod := placed.Status.Primary.Pod
 	if role := old.podRole(ns, primaryPod); role != "primary" {
 		t.Fatalf("pod %s in %s is %q, want primary", primaryPod, oldName, role)
 	}
