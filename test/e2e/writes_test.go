@@ -97,7 +97,7 @@ func failoverUnderWrites(t *testing.T, ns, lost string, synchronous *dbfleetv1al
 	if err != nil {
 		t.Fatal(err)
 	}
-	oldPrimary := fmt.Sprintf("%s/%s-%d", lost, dbc.Name, ordinalStart(d, lost))
+	oldPrimary := primaryInstance(d, *d.Status.Primary)
 	login := fed.appCredentials(t, dbc)
 	conn, err := login.connect(ctx, d.Status.Endpoints.ReadWrite, 5*time.Second)
 	if err != nil {
@@ -145,7 +145,7 @@ func failoverUnderWrites(t *testing.T, ns, lost string, synchronous *dbfleetv1al
 	if err != nil {
 		t.Fatal(err)
 	}
-	promoted := fmt.Sprintf("%s/%s-%d", newPrimary.Cluster, dbc.Name, ordinalStart(d, newPrimary.Cluster))
+	promoted := primaryInstance(d, newPrimary)
 	w.awaitAcks(t, promoted, 100, 2*time.Minute)
 	sw.lap("the new primary " + promoted + " acknowledged 100 writes")
 
@@ -210,14 +210,9 @@ func failoverUnderWrites(t *testing.T, ns, lost string, synchronous *dbfleetv1al
 	sw.lap(fmt.Sprintf("the old primary holds the new primary's %d acknowledged rows", len(acks)-len(lostRows)))
 }
 
-// ordinalStart is the first ordinal of cluster's share.
-func ordinalStart(d *dbfleetv1alpha1.DatabaseCluster, cluster string) int32 {
-	for _, p := range d.Status.Placements {
-		if p.Cluster == cluster {
-			return p.Ordinals.Start
-		}
-	}
-	return -1
+// primaryInstance is the primary's member/pod: status.primary.pod, which the hub names.
+func primaryInstance(d *dbfleetv1alpha1.DatabaseCluster, p dbfleetv1alpha1.PrimaryStatus) string {
+	return p.Cluster + "/" + p.Pod
 }
 
 // podIP is the IP of instance (member/pod) of dbc now.
