@@ -97,7 +97,7 @@ func failoverUnderWrites(t *testing.T, ns, lost string, synchronous *dbfleetv1al
 	if err != nil {
 		t.Fatal(err)
 	}
-	oldPrimary := primaryInstance(d, *d.Status.Primary)
+	oldPrimary := primaryInstance(*d.Status.Primary)
 	login := fed.appCredentials(t, dbc)
 	conn, err := login.connect(ctx, d.Status.Endpoints.ReadWrite, 5*time.Second)
 	if err != nil {
@@ -145,7 +145,7 @@ func failoverUnderWrites(t *testing.T, ns, lost string, synchronous *dbfleetv1al
 	if err != nil {
 		t.Fatal(err)
 	}
-	promoted := primaryInstance(d, newPrimary)
+	promoted := primaryInstance(newPrimary)
 	w.awaitAcks(t, promoted, 100, 2*time.Minute)
 	sw.lap("the new primary " + promoted + " acknowledged 100 writes")
 
@@ -211,7 +211,7 @@ func failoverUnderWrites(t *testing.T, ns, lost string, synchronous *dbfleetv1al
 }
 
 // primaryInstance is the primary's member/pod: status.primary.pod, which the hub names.
-func primaryInstance(d *dbfleetv1alpha1.DatabaseCluster, p dbfleetv1alpha1.PrimaryStatus) string {
+func primaryInstance(p dbfleetv1alpha1.PrimaryStatus) string {
 	return p.Cluster + "/" + p.Pod
 }
 
