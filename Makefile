@@ -62,6 +62,17 @@ bench-scale: k8s-bins ## Scale benchmark: real etcd, hub API server and hub run,
 	@$(GO) build -o bin/ ./hack/benchscale
 	bin/benchscale --clusters $(CLUSTERS) --databases $(DATABASES) --out _output/bench-scale $(if $(BENCH_DOCS),--docs $(BENCH_DOCS)) $(BENCH_FLAGS)
 
+# Write unavailability and rows lost as a client sees them when the primary's member fails, on
+# real nodes (the e2e suite's TestFailoverUnderWrites), at the suite's short timings and at the
+# product's defaults; one FIGURE line per case and timing.
+.PHONY: bench-failover
+bench-failover: k8s-bins images ## Failover figures from a writer's side on real nodes, at short timings and at the defaults (about 30 min).
+	@mkdir -p _output
+	for timings in suite defaults; do \
+		echo "== timings: $$timings"; \
+		DBFLEET_E2E_TIMINGS=$$timings $(GO) test -count=1 -timeout 40m -run 'TestFailoverUnderWrites' -v ./test/e2e/ | tee _output/bench-failover-$$timings.log | grep -E 'FIGURE|^(--- |ok|FAIL)'; \
+	done
+
 # dbfleet vs Karmada v1.16 placement (module bench/karmada, not part of `make test`).
 KARMADA_BENCH_FLAGS ?=
 

@@ -80,6 +80,10 @@ func Write(dir string, s Settings, a Auth, owner *Owner) error {
 		{"wal_keep_size", "'128MB'"},
 		{"wal_log_hints", "on"},
 		{"recovery_target_timeline", "'latest'"},
+		// A standby whose primary went away tries again every second, not every 5 s (the
+		// default): after a failover it finds the new primary, re-pointed to it, up to 4 s
+		// sooner, and with synchronous replication the new primary's first commits wait on it.
+		{"wal_retrieve_retry_interval", "'1s'"},
 		{"logging_collector", "off"},
 		{"log_destination", "'stderr'"},
 	} {
