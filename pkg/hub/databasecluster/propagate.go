@@ -43,6 +43,11 @@ func (r *Reconciler) propagate(ctx context.Context, s *scope) error {
 			// (repromoteAbandonedDemotion).
 			desired.Spec.Role, desired.Spec.Epoch = existing.Spec.Role, existing.Spec.Epoch
 		}
+		if desired.Spec.Role == dbfleetv1alpha1.RolePrimary && dbc.Status.Primary != nil && desired.Spec.Epoch == dbc.Status.Primary.Epoch {
+			// In the same write as the role and the epoch: the agent hands both to the pods in one
+			// patch, so the new primary never promotes without it.
+			desired.Spec.PromoteAfterLSN = dbc.Status.Primary.PromoteAfterLSN
+		}
 		repl.apply(desired, p.Cluster)
 		if err := r.writeMemberDatabase(ctx, s, p.Cluster, desired); err != nil {
 			s.propagationErrors[p.Cluster] = err
