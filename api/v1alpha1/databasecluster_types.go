@@ -273,6 +273,12 @@ type PrimaryStatus struct {
 	// (FailoverInProgress=False, SwitchoverPending, says why meanwhile).
 	// +optional
 	Preferred string `json:"preferred,omitempty"`
+	// PromoteAfterLSN is the final LSN of the old primary that a planned switchover handed to
+	// this primary (its share's spec.promoteAfterLSN): it was promoted only after it had replayed
+	// past it. Empty when the primary came by a failover or was the first.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	PromoteAfterLSN string `json:"promoteAfterLSN,omitempty"`
 }
 
 // OrdinalRange is a contiguous range of StatefulSet ordinals, unique across the fleet.

@@ -83,6 +83,16 @@ type MemberDatabaseSpec struct {
 	// +kubebuilder:validation:items:MaxLength=253
 	// +optional
 	Standbys []string `json:"standbys,omitempty"`
+
+	// PromoteAfterLSN is the promotion token of a planned switchover, written by the hub into the
+	// new primary's share with its role and epoch: the old primary's final LSN (its shutdown
+	// checkpoint, pg_controldata "Latest checkpoint location"). The primary pod's instance stays a
+	// standby until it has replayed past it, then promotes, so no commit of the old primary is
+	// lost. Empty after a failover, where no final LSN is known.
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$`
+	// +optional
+	PromoteAfterLSN string `json:"promoteAfterLSN,omitempty"`
 }
 
 // MemberDatabaseStatus is what the agent reports about its share.
@@ -172,6 +182,10 @@ type InstanceStatus struct {
 	// +kubebuilder:validation:items:MaxLength=4096
 	// +optional
 	Diverged []string `json:"diverged,omitempty"`
+	// Demoted is where a former primary's WAL ended when it last stopped as primary: the demotion
+	// token a planned switchover hands to the new primary (spec.promoteAfterLSN of its share).
+	// +optional
+	Demoted *InstanceDemotion `json:"demoted,omitempty"`
 	// Message says why the status could not be read, when Role is unknown.
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
@@ -227,6 +241,25 @@ type InstanceRejoin struct {
 	// +optional
 	DivergedData string `json:"divergedData,omitempty"`
 	// Message is what pg_rewind said.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// InstanceDemotion is how an instance last stopped as primary.
+type InstanceDemotion struct {
+	// Epoch is the epoch at which it was primary.
+	Epoch int64 `json:"epoch"`
+	// FinalLSN is the location of its shutdown checkpoint (pg_controldata "Latest checkpoint
+	// location"), the last WAL it wrote; empty when postgres did not stop cleanly (an immediate
+	// shutdown), and then the end of its WAL is not known.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	FinalLSN string `json:"finalLSN,omitempty"`
+	// Timeline of that checkpoint.
+	// +optional
+	Timeline int64 `json:"timeline,omitempty"`
+	// Message says why there is no final LSN.
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	Message string `json:"message,omitempty"`

@@ -538,6 +538,8 @@ func (m *Manager) fence(epoch int64, reason status.Reason, msg string) {
 		m.state = s
 	}
 	running := m.proc.Running()
+	asPrimary := running && m.mode == status.RolePrimary
+	promoted := m.state.PromotedEpoch
 	if running {
 		m.fenced = true
 	}
@@ -555,4 +557,7 @@ func (m *Manager) fence(epoch int64, reason status.Reason, msg string) {
 	m.guard.disarm()
 	m.proc.Stop(immediateAt)
 	m.log.Info("Fenced", "epoch", epoch)
+	if asPrimary {
+		m.recordDemotion(context.Background(), promoted)
+	}
 }

@@ -79,6 +79,8 @@ type Manager struct {
 	upstream upstreamCheck
 	// rejoined is how a former primary last came back as a standby (actions.go, rejoin).
 	rejoined *status.Rejoin
+	// demoted is where the WAL ended when postgres last stopped as primary (demotion.go).
+	demoted *status.Demotion
 }
 
 type mismatchCheck struct {
@@ -159,6 +161,11 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	m.state = st
 	m.acted = max(st.PromotedEpoch, st.FencedEpoch)
+	if st.PromotedEpoch > 0 && st.FencedEpoch >= st.PromotedEpoch && st.PromotedEpoch > st.RejoinedEpoch {
+		// Stopped as primary and not rejoined since: its final LSN is still in the control file
+		// (a manager restarted during a switchover must not leave the hub waiting for it).
+		m.recordDemotion(ctx, st.PromotedEpoch)
+	}
 
 	srv, err := m.serve(ctx)
 	if err != nil {
@@ -233,6 +240,9 @@ func (m *Manager) step(ctx context.Context) {
 	in := decide.Input{Now: time.Now(), Cluster: m.opts.Cluster, Pod: snap.Pod, Lease: snap.Lease,
 		Local: decide.Local{HasData: hasData, PromotedEpoch: m.state.PromotedEpoch, FencedEpoch: m.state.FencedEpoch,
 			ActedEpoch: m.acted, Running: m.runningLocked()}}
+	if in.Local.Running == status.RoleStandby && m.serverAs == status.RoleStandby {
+		in.Local.ReplayedLSN = m.server.ReplayedLSN
+	}
 	m.mu.Unlock()
 	d := decide.Decide(in)
 

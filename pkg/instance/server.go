@@ -88,7 +88,7 @@ func (m *Manager) Status() status.Status {
 		st.LeaseRenewTime = lease.RenewTime.UTC().Format(time.RFC3339Nano)
 	}
 	st.Reason, st.Message = d.Reason, d.Message
-	st.Rejoin, st.Diverged = m.rejoined, diverged
+	st.Rejoin, st.Diverged, st.Demoted = m.rejoined, diverged, m.demoted
 	if running == status.RolePrimary {
 		st.Synchronous = m.synchronousStatus(snap.Synchronous, st)
 	} else {
@@ -108,6 +108,9 @@ func (m *Manager) Status() status.Status {
 		st.Reason, st.Message = m.errReason, m.errMsg
 	case m.credsErr != nil:
 		st.Reason, st.Message = status.ReasonCredentialsInvalid, m.credsErr.Error()
+	case running == status.RoleStandby && !st.Streaming && m.upstream.err != nil && d.Reason == status.ReasonWaitingForReplay:
+		// The wait explains why it is not primary yet; the unreachable upstream, why it may last.
+		st.Message += "; not streaming: " + m.upstream.err.Error()
 	case running == status.RoleStandby && !st.Streaming && m.upstream.err != nil:
 		st.Reason, st.Message = status.ReasonPrimaryUnreachable, "not streaming: "+m.upstream.err.Error()
 	case st.Synchronous != nil && st.Synchronous.Waiting:

@@ -114,6 +114,9 @@ func readInstances(ctx context.Context, c *http.Client, targets []instanceTarget
 			if st.Rejoin != nil {
 				st.Rejoin.Message = truncateMessage(st.Rejoin.Message)
 			}
+			if st.Demoted != nil {
+				st.Demoted.Message = truncateMessage(st.Demoted.Message)
+			}
 			if len(st.Diverged) > maxDiverged {
 				st.Diverged = st.Diverged[len(st.Diverged)-maxDiverged:]
 			}

@@ -2,13 +2,19 @@ package member
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/instance/observe"
+	"github.com/dbfleet/dbfleet/pkg/instance/status"
 )
 
 func TestReadInstancesFromStatusEndpoints(t *testing.T) {
@@ -117,6 +123,49 @@ func TestInstancesAvailable(t *testing.T) {
 		got, msg := instancesAvailable(tc.in, tc.replicas, tc.primary)
 		if got != tc.want || !strings.Contains(msg, tc.msgSubstr) {
 			t.Errorf("%s: %v %q, want %v and %q", tc.name, got, msg, tc.want, tc.msgSubstr)
+		}
+	}
+}
+
+// A former primary's final LSN travels from the instance's /status, as the instance manager
+// encodes it, into status.instances[].demoted, where the hub reads it for a switchover.
+func TestDemotionReachesTheReport(t *testing.T) {
+	body, err := json.Marshal(status.Status{Pod: "orders-0", Role: status.RoleFenced, Epoch: 4, PromotedEpoch: 3,
+		Demoted: &status.Demotion{Epoch: 3, FinalLSN: "0/30199A8", Timeline: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(body) }))
+	defer srv.Close()
+	got := readInstances(context.Background(), http.DefaultClient, []instanceTarget{{pod: "orders-0", url: srv.URL + "/status"}})
+	want := &dbfleetv1alpha1.InstanceDemotion{Epoch: 3, FinalLSN: "0/30199A8", Timeline: 2}
+	if len(got) != 1 || !reflect.DeepEqual(got[0].Demoted, want) {
+		t.Fatalf("reported %+v, want demoted %+v", got, want)
+	}
+}
+
+// The promotion token reaches every pod of the share in the same patch as the epoch it belongs
+// to, and a share without one clears it.
+func TestPromotionTokenArrivesWithTheEpoch(t *testing.T) {
+	mdb := &dbfleetv1alpha1.MemberDatabase{Spec: dbfleetv1alpha1.MemberDatabaseSpec{
+		DatabaseRef: dbfleetv1alpha1.DatabaseReference{Namespace: "shop", Name: "orders"},
+		Database:    dbfleetv1alpha1.DatabaseTemplate{Engine: dbfleetv1alpha1.EnginePostgres},
+		Replicas:    2, Ordinals: dbfleetv1alpha1.MemberOrdinals{Start: 4}, Role: dbfleetv1alpha1.RolePrimary, Epoch: 3,
+		PromoteAfterLSN: "0/30199A8"}}
+	pods := []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "orders-4"}}, {ObjectMeta: metav1.ObjectMeta{Name: "orders-5"}}}
+	want := desiredInstanceAnnotations(mdb, pods)
+	if len(want) != 2 {
+		t.Fatalf("annotations for %d pods, want 2: %v", len(want), want)
+	}
+	for pod, a := range want {
+		if a[observe.AnnotationEpoch] != "3" || a[observe.AnnotationPromoteAfterLSN] != "0/30199A8" {
+			t.Errorf("%s: %v, want epoch 3 with promote-after LSN 0/30199A8", pod, a)
+		}
+	}
+	mdb.Spec.PromoteAfterLSN = ""
+	for pod, a := range desiredInstanceAnnotations(mdb, pods) {
+		if v, ok := a[observe.AnnotationPromoteAfterLSN]; !ok || v != "" {
+			t.Errorf("%s: promote-after LSN %q (set: %v), want it cleared", pod, v, ok)
 		}
 	}
 }

@@ -201,7 +201,8 @@ func withInstanceManager(sts *appsv1.StatefulSet, mdb *dbfleetv1alpha1.MemberDat
 }
 
 // desiredInstanceAnnotations are the annotations each pod's instance manager reads (package
-// pkg/instance/observe), by pod name: every pod gets the share's epoch and its synchronous
+// pkg/instance/observe), by pod name: every pod gets the share's epoch, its promotion token
+// (spec.promoteAfterLSN, a planned switchover's: only the primary pod acts on it) and its synchronous
 // replication (spec.database.postgres.synchronous, counting the other clusters' pods of
 // spec.standbys, which only the primary share has); in the primary
 // cluster's share, the standbys get the primary pod's address as their primary endpoint once it
@@ -238,7 +239,10 @@ func desiredInstanceAnnotations(mdb *dbfleetv1alpha1.MemberDatabase, pods []core
 		// patch, so no pod is ever primary at an epoch without them.
 		out[pod.Name] = map[string]string{observe.AnnotationEpoch: strconv.FormatInt(mdb.Spec.Epoch, 10),
 			observe.AnnotationSynchronous:         observe.FormatSynchronous(durability, number),
-			observe.AnnotationSynchronousStandbys: strings.Join(remote, ",")}
+			observe.AnnotationSynchronousStandbys: strings.Join(remote, ","),
+			// With the epoch, never after it: a pod primary at the new epoch without its
+			// promotion token would promote at once, before it has the old primary's last WAL.
+			observe.AnnotationPromoteAfterLSN: mdb.Spec.PromoteAfterLSN}
 		if role == dbfleetv1alpha1.RolePrimary {
 			primary = pod
 		} else {

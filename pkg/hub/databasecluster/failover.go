@@ -3,6 +3,7 @@ package databasecluster
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,6 +49,41 @@ func demoted(mdb *dbfleetv1alpha1.MemberDatabase, epoch int64) bool {
 	}
 	return mdb.Spec.Role == dbfleetv1alpha1.RoleReplica && mdb.Spec.Epoch >= epoch &&
 		mdb.Status.Epoch >= epoch && mdb.Status.ObservedGeneration >= mdb.Generation
+}
+
+// finalLSN is the demotion token of a planned move: where the WAL of the old primary, primary at
+// epoch on its share mdb, ended when it stopped (its shutdown checkpoint, which its instance
+// reports in status.instances[].demoted once its agent has demoted it). A share without instance
+// reports (no instance manager) has no WAL to hand over: it returns "", "". Otherwise, while no
+// instance reports a final LSN for that epoch, it returns "" and what the hub waits for.
+func finalLSN(mdb *dbfleetv1alpha1.MemberDatabase, epoch int64) (string, string) {
+	if mdb == nil || len(mdb.Status.Instances) == 0 {
+		return "", ""
+	}
+	var best string
+	var bestAt uint64
+	var unclean []string
+	for _, in := range mdb.Status.Instances {
+		d := in.Demoted
+		if d == nil || d.Epoch != epoch {
+			continue
+		}
+		if d.FinalLSN == "" {
+			unclean = append(unclean, in.Pod+": "+d.Message)
+			continue
+		}
+		if at, err := scheduling.ParseLSN(d.FinalLSN); err == nil && (best == "" || at > bestAt) {
+			best, bestAt = d.FinalLSN, at
+		}
+	}
+	if best != "" {
+		return best, ""
+	}
+	waiting := "waiting for its instance to report its final LSN (its shutdown checkpoint)"
+	if len(unclean) > 0 {
+		waiting += "; " + strings.Join(unclean, "; ")
+	}
+	return "", waiting
 }
 
 // FencingMargin is added to an agent's fenceAfter before the hub may promote away from it:

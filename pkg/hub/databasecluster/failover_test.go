@@ -95,3 +95,48 @@ func TestFailoverGateGoesAheadOnALapsedPrimaryLease(t *testing.T) {
 		}
 	}
 }
+
+// The demotion token is the old primary's final LSN at the epoch it was primary: the furthest an
+// instance of its share reports; a share without instance reports has none to wait for; an older
+// epoch's record, or a primary that stopped without a shutdown checkpoint, is no token.
+func TestFinalLSN(t *testing.T) {
+	share := func(instances ...dbfleetv1alpha1.InstanceStatus) *dbfleetv1alpha1.MemberDatabase {
+		return &dbfleetv1alpha1.MemberDatabase{Status: dbfleetv1alpha1.MemberDatabaseStatus{Instances: instances}}
+	}
+	demoted := func(pod string, epoch int64, lsn, msg string) dbfleetv1alpha1.InstanceStatus {
+		return dbfleetv1alpha1.InstanceStatus{Pod: pod, Role: dbfleetv1alpha1.InstanceFenced,
+			Demoted: &dbfleetv1alpha1.InstanceDemotion{Epoch: epoch, FinalLSN: lsn, Message: msg}}
+	}
+	standby := dbfleetv1alpha1.InstanceStatus{Pod: "orders-1", Role: dbfleetv1alpha1.InstanceRunningStandby}
+	for _, tc := range []struct {
+		name     string
+		mdb      *dbfleetv1alpha1.MemberDatabase
+		lsn      string
+		waitsFor []string
+	}{
+		{name: "no share", mdb: nil},
+		{name: "no instance manager", mdb: share()},
+		{name: "reported", mdb: share(demoted("orders-0", 3, "0/30199A8", ""), standby), lsn: "0/30199A8"},
+		{name: "the furthest, as numbers", mdb: share(demoted("orders-0", 3, "0/F0000A8", ""), demoted("orders-1", 3, "1/28", "")), lsn: "1/28"},
+		{name: "not stopped yet", mdb: share(dbfleetv1alpha1.InstanceStatus{Pod: "orders-0", Role: dbfleetv1alpha1.InstanceRunningPrimary}, standby),
+			waitsFor: []string{"final LSN"}},
+		{name: "an older epoch's demotion", mdb: share(demoted("orders-0", 2, "0/20000A8", ""), standby), waitsFor: []string{"final LSN"}},
+		{name: "stopped without a shutdown checkpoint", mdb: share(demoted("orders-0", 3, "", "postgres did not stop cleanly")),
+			waitsFor: []string{"final LSN", "orders-0: postgres did not stop cleanly"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lsn, waiting := finalLSN(tc.mdb, 3)
+			if lsn != tc.lsn {
+				t.Errorf("final LSN %q, want %q", lsn, tc.lsn)
+			}
+			if (waiting != "") != (len(tc.waitsFor) > 0) {
+				t.Errorf("waiting %q, want a wait: %v", waiting, len(tc.waitsFor) > 0)
+			}
+			for _, part := range tc.waitsFor {
+				if !strings.Contains(waiting, part) {
+					t.Errorf("waiting %q does not say %q", waiting, part)
+				}
+			}
+		})
+	}
+}

@@ -51,6 +51,11 @@ func (r *Reconciler) propagate(ctx context.Context, s *scope) error {
 					p.Ordinals.Start, p.Ordinals.Start+p.Replicas-1, podName(dbc.Name, *o))
 				continue
 			}
+			if dbc.Status.Primary != nil && desired.Spec.Epoch == dbc.Status.Primary.Epoch {
+				// In the same write as the role and the epoch: the agent hands both to the pods in
+				// one patch, so the new primary never promotes without it.
+				desired.Spec.PromoteAfterLSN = dbc.Status.Primary.PromoteAfterLSN
+			}
 		}
 		repl.apply(desired, p.Cluster)
 		if err := r.writeMemberDatabase(ctx, s, p.Cluster, desired); err != nil {

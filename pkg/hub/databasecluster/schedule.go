@@ -78,6 +78,17 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 					fmt.Sprintf("demoting the primary on %s (epoch %d) before promoting %s", from, epoch, to))
 				return requeue, nil
 			}
+			// The promotion token: the new primary replays past the old one's final LSN before it
+			// takes a write. Should the old cluster stop being Ready meanwhile, this is a failover
+			// (the branches below) and no longer waits for it.
+			lsn, waiting := finalLSN(s.memberDBs[from], dbc.Status.Primary.Epoch)
+			if waiting != "" {
+				s.demotion = &demotion{cluster: from, epoch: epoch}
+				s.failover.hold(dbfleetv1alpha1.ReasonDemoting,
+					fmt.Sprintf("the primary on %s stepped down at epoch %d; %s before promoting %s", from, epoch, waiting, to))
+				return requeue, nil
+			}
+			planned.Status.Primary.PromoteAfterLSN = lsn
 		case scheduling.PlacedOn(planned, from):
 			// The old primary's cluster is unhealthy but its share is not evicted yet (its taint is
 			// still tolerated): the primary stays until the eviction, which comes at grace +
@@ -121,6 +132,10 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 	if primaryMoves {
 		s.failover.promoted = fmt.Sprintf("primary moved from %s to %s at epoch %d, on %s; waiting for it to be ready",
 			out.PrimaryFrom, dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch, promoted.describe())
+		if lsn := dbc.Status.Primary.PromoteAfterLSN; lsn != "" {
+			s.failover.promoted = fmt.Sprintf("primary moved from %s to %s at epoch %d, on %s; waiting for it to replay past %s's final LSN %s and be ready",
+				out.PrimaryFrom, dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch, promoted.describe(), out.PrimaryFrom, lsn)
+		}
 		promotions.Inc()
 	}
 
@@ -139,8 +154,12 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 		return requeue, nil
 	}
 	if out.PrimaryMoved {
+		handover := ""
+		if lsn := dbc.Status.Primary.PromoteAfterLSN; lsn != "" {
+			handover = fmt.Sprintf(" (switchover: promoted after replaying past %s's final LSN %s)", out.PrimaryFrom, lsn)
+		}
 		r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, "PrimaryChanged", "Promote", "%s", truncate(fmt.Sprintf(
-			"primary moved from %s to %s at epoch %d, on %s", out.PrimaryFrom, dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch, promoted.describe())))
+			"primary moved from %s to %s at epoch %d%s, on %s", out.PrimaryFrom, dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch, handover, promoted.describe())))
 	}
 	if len(out.Moves) > 0 {
 		r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, "ReplicasMoved", "Schedule", "%s", listSome(out.Moves))

@@ -24,6 +24,9 @@ type Pod struct {
 	Epoch int64
 	// PrimaryEndpoint is host:port of the primary to follow or clone from.
 	PrimaryEndpoint string
+	// PromoteAfterLSN is a planned switchover's promotion token: the old primary's final LSN,
+	// which a standby must have replayed past before it promotes at Epoch.
+	PromoteAfterLSN string
 }
 
 // Local is the state of this instance: its data directory and what postgres runs as.
@@ -38,6 +41,9 @@ type Local struct {
 	ActedEpoch int64
 	// Running is what postgres runs as now: RolePrimary, RoleStandby or RoleStopped.
 	Running status.Role
+	// ReplayedLSN is, while postgres runs as a standby, the last WAL location it replayed as last
+	// read (empty when not known).
+	ReplayedLSN string
 }
 
 // Input is everything Decide looks at.
@@ -97,7 +103,9 @@ func Holder(cluster string, epoch int64) string { return fmt.Sprintf("%s/%d", cl
 //   - a running primary whose Lease is no longer valid, or whose pod is no longer primary, is
 //     fenced, and stays stopped while the pod's epoch is not above the fenced one;
 //   - a pod epoch below one already accepted is stale and never acted on;
-//   - only the first primary (epoch 1, empty data directory) bootstraps; others clone.
+//   - only the first primary (epoch 1, empty data directory) bootstraps; others clone;
+//   - a standby handed a promote-after LSN (a planned switchover) promotes only once it has
+//     replayed past it.
 func Decide(in Input) Decision {
 	local, pod := in.Local, in.Pod
 	acted := max(local.ActedEpoch, local.PromotedEpoch, local.FencedEpoch)
@@ -146,13 +154,13 @@ func Decide(in Input) Decision {
 		}
 		return d
 	case PodRolePrimary:
-		return decidePrimary(d, local, epoch)
+		return decidePrimary(d, local, epoch, pod.PromoteAfterLSN)
 	default:
 		return decideStandby(d, local, epoch)
 	}
 }
 
-func decidePrimary(d Decision, local Local, epoch int64) Decision {
+func decidePrimary(d Decision, local Local, epoch int64, promoteAfter string) Decision {
 	lease := d.Lease
 	switch {
 	case local.FencedEpoch >= epoch:
@@ -189,6 +197,15 @@ func decidePrimary(d Decision, local Local, epoch int64) Decision {
 		// Promoted at an older epoch (or never): come up as a standby, then promote. It follows
 		// nobody meanwhile: the primary endpoint now names this very instance.
 		d.Action, d.PrimaryEndpoint = ActionRunStandby, ""
+		return d
+	case local.Running == status.RoleStandby && promoteAfter != "":
+		// A planned switchover: every commit of the old primary must be here first. A standby
+		// that never gets there stays one (the hub's message and this one say so).
+		if ok, msg := replayedPast(promoteAfter, local.ReplayedLSN); !ok {
+			d.Reason, d.Message = status.ReasonWaitingForReplay, msg
+			return d
+		}
+		d.Action = ActionPromote
 		return d
 	default:
 		// A standby is promoted; a primary still running from an older epoch adopts this one.

@@ -59,6 +59,11 @@ func TestDecide(t *testing.T) {
 	primary := func(epoch int64) Pod {
 		return Pod{Known: true, Role: PodRolePrimary, Epoch: epoch, PrimaryEndpoint: "10.0.0.1:5432"}
 	}
+	switchover := func(epoch int64, lsn string) Pod {
+		p := primary(epoch)
+		p.PromoteAfterLSN = lsn
+		return p
+	}
 	replica := func(epoch int64, endpoint string) Pod {
 		return Pod{Known: true, Role: PodRoleReplica, Epoch: epoch, PrimaryEndpoint: endpoint}
 	}
@@ -122,6 +127,28 @@ func TestDecide(t *testing.T) {
 			local: Local{HasData: true, PromotedEpoch: 1, ActedEpoch: 3, Running: status.RoleStandby}, action: ActionNone, reason: status.ReasonStaleEpoch, epoch: 3},
 		{name: "a stale epoch does not demote a valid primary", pod: replica(2, "10.0.0.2:5432"), lease: valid("east/3"),
 			local: Local{HasData: true, PromotedEpoch: 3, Running: status.RolePrimary}, action: ActionNone, reason: status.ReasonStaleEpoch, epoch: 3},
+		{name: "switchover target waits to replay past the old primary's final LSN", pod: switchover(2, "0/3000028"), lease: valid("east/2"),
+			local:  Local{HasData: true, PromotedEpoch: 1, Running: status.RoleStandby, ReplayedLSN: "0/2FFFF00"},
+			action: ActionNone, reason: status.ReasonWaitingForReplay, epoch: 2},
+		{name: "switchover target that replayed up to the final LSN's start still waits", pod: switchover(2, "0/3000028"), lease: valid("east/2"),
+			local:  Local{HasData: true, PromotedEpoch: 1, Running: status.RoleStandby, ReplayedLSN: "0/3000028"},
+			action: ActionNone, reason: status.ReasonWaitingForReplay, epoch: 2},
+		{name: "switchover target waits while its replayed LSN is not known", pod: switchover(2, "0/3000028"), lease: valid("east/2"),
+			local:  Local{HasData: true, PromotedEpoch: 1, Running: status.RoleStandby},
+			action: ActionNone, reason: status.ReasonWaitingForReplay, epoch: 2},
+		{name: "switchover target promotes once past the final LSN", pod: switchover(2, "0/3000028"), lease: valid("east/2"),
+			local:  Local{HasData: true, PromotedEpoch: 1, Running: status.RoleStandby, ReplayedLSN: "0/30000A0"},
+			action: ActionPromote, epoch: 2},
+		{name: "switchover target compares LSNs as numbers, not text", pod: switchover(2, "0/F000028"), lease: valid("east/2"),
+			local:  Local{HasData: true, PromotedEpoch: 1, Running: status.RoleStandby, ReplayedLSN: "1/00000A0"},
+			action: ActionPromote, epoch: 2},
+		{name: "a malformed promote-after LSN never promotes", pod: switchover(2, "soon"), lease: valid("east/2"),
+			local:  Local{HasData: true, PromotedEpoch: 1, Running: status.RoleStandby, ReplayedLSN: "9/0"},
+			action: ActionNone, reason: status.ReasonWaitingForReplay, epoch: 2},
+		{name: "the promote-after LSN does not hold back a primary already running at its epoch", pod: switchover(2, "0/3000028"), lease: valid("east/2"),
+			local: Local{HasData: true, PromotedEpoch: 2, Running: status.RolePrimary}, action: ActionRunPrimary, epoch: 2},
+		{name: "a stopped switchover target comes up as a standby first", pod: switchover(2, "0/3000028"), lease: valid("east/2"),
+			local: Local{HasData: true, PromotedEpoch: 0, Running: status.RoleStopped}, action: ActionRunStandby, epoch: 2},
 		{name: "a stale epoch with an expired Lease still fences", pod: primary(2), lease: lease("east/3", time.Minute, 15*time.Second),
 			local: Local{HasData: true, PromotedEpoch: 3, Running: status.RolePrimary}, action: ActionFence, reason: status.ReasonFenced, epoch: 3, fenced: 3},
 	}
@@ -138,5 +165,19 @@ func TestDecide(t *testing.T) {
 				t.Errorf("FencedEpoch = %d, want %d", d.FencedEpoch, tt.fenced)
 			}
 		})
+	}
+}
+
+func TestParseLSN(t *testing.T) {
+	for in, want := range map[string]uint64{"0/0": 0, "0/3000060": 0x3000060, "16/B374D848": 0x16B374D848, "FFFFFFFF/FFFFFFFF": 1<<64 - 1} {
+		got, err := ParseLSN(in)
+		if err != nil || got != want {
+			t.Errorf("ParseLSN(%q) = %#x, %v; want %#x", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "0", "/1", "1/", "x/1", "100000000/0", "0/100000000", "1/2/3"} {
+		if _, err := ParseLSN(in); err == nil {
+			t.Errorf("ParseLSN(%q) succeeded, want an error", in)
+		}
 	}
 }

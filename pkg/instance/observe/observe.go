@@ -37,6 +37,10 @@ const (
 	// AnnotationSynchronousStandbys lists, comma-separated, the standbys a synchronous primary
 	// counts: the pods of the other clusters' shares.
 	AnnotationSynchronousStandbys = "dbfleet.io/synchronous-standbys"
+	// AnnotationPromoteAfterLSN is a planned switchover's promotion token on the new primary's
+	// pods: the old primary's final LSN, which the standby replays past before it promotes. It
+	// arrives in the same patch as the epoch it belongs to.
+	AnnotationPromoteAfterLSN = "dbfleet.io/promote-after-lsn"
 )
 
 // FormatSynchronous is the value of AnnotationSynchronous.
@@ -173,7 +177,8 @@ func (o *Observer) readPod(ctx context.Context) (decide.Pod, []string, decide.Sy
 	if err != nil {
 		return decide.Pod{}, nil, decide.Synchronous{}, fmt.Errorf("read pod %s/%s: %w", o.Namespace, o.Pod, err)
 	}
-	pod := decide.Pod{Known: true, Role: p.Labels[LabelRole], PrimaryEndpoint: strings.TrimSpace(p.Annotations[AnnotationPrimaryEndpoint])}
+	pod := decide.Pod{Known: true, Role: p.Labels[LabelRole], PrimaryEndpoint: strings.TrimSpace(p.Annotations[AnnotationPrimaryEndpoint]),
+		PromoteAfterLSN: strings.TrimSpace(p.Annotations[AnnotationPromoteAfterLSN])}
 	if e, err := strconv.ParseInt(strings.TrimSpace(p.Annotations[AnnotationEpoch]), 10, 64); err == nil && e > 0 {
 		pod.Epoch = e
 	}

@@ -70,7 +70,14 @@ type Control struct {
 	SystemIdentifier string
 	Timeline         string
 	State            string
+	// CheckpointLocation is "Latest checkpoint location": after a clean shutdown, the shutdown
+	// checkpoint, the last record the server wrote.
+	CheckpointLocation string
 }
+
+// StateShutDown is the "Database cluster state" of a primary that stopped cleanly (a smart or
+// fast shutdown, which ends with a shutdown checkpoint).
+const StateShutDown = "shut down"
 
 // ControlData reads dir's control file.
 func (b Binaries) ControlData(ctx context.Context, dir string) (Control, error) {
@@ -97,6 +104,8 @@ func (b Binaries) ControlData(ctx context.Context, dir string) (Control, error) 
 			c.Timeline = v
 		case "Database cluster state":
 			c.State = v
+		case "Latest checkpoint location":
+			c.CheckpointLocation = v
 		}
 	}
 	if c.SystemIdentifier == "" {

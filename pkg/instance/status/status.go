@@ -76,6 +76,10 @@ const (
 	// ReasonPrimaryUnreachable: a standby does not stream, and its own replication connection to
 	// the primary endpoint fails (the message has the error: refused, timed out, password).
 	ReasonPrimaryUnreachable Reason = "PrimaryUnreachable"
+	// ReasonWaitingForReplay: the pod is primary at a new epoch with a promote-after LSN (a
+	// planned switchover's promotion token, the old primary's final LSN), and the standby has not
+	// replayed past it: it promotes once it has, and never before (the message has both LSNs).
+	ReasonWaitingForReplay Reason = "WaitingForReplay"
 )
 
 // Status is the body of GET /status.
@@ -118,6 +122,8 @@ type Status struct {
 	// Diverged are the data directories set aside on the volume (<volume>/pgdata.diverged-<epoch>)
 	// because pg_rewind could not make them follow the new primary: kept, never deleted.
 	Diverged []string `json:"diverged,omitempty"`
+	// Demoted is where this instance's WAL ended when it last stopped as primary.
+	Demoted *Demotion `json:"demoted,omitempty"`
 	// Reason and Message explain the role when it is not what was asked for.
 	Reason  Reason `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
@@ -158,6 +164,21 @@ type Replica struct {
 	State     string `json:"state,omitempty"`
 	SyncState string `json:"syncState,omitempty"`
 	FlushLSN  string `json:"flushLSN,omitempty"`
+}
+
+// Demotion is how an instance last stopped as primary; the field names are the API's
+// InstanceDemotion.
+type Demotion struct {
+	// Epoch is the epoch at which it was primary.
+	Epoch int64 `json:"epoch"`
+	// FinalLSN is its shutdown checkpoint's location (pg_controldata "Latest checkpoint
+	// location"): every WAL record it wrote comes before it. Empty when postgres did not stop
+	// cleanly.
+	FinalLSN string `json:"finalLSN,omitempty"`
+	// Timeline is that checkpoint's timeline.
+	Timeline int64 `json:"timeline,omitempty"`
+	// Message says why there is no FinalLSN.
+	Message string `json:"message,omitempty"`
 }
 
 // Rejoin methods.

@@ -1,0 +1,128 @@
+package hub
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/test/framework"
+)
+
+// switchoverUnderway places orders on two clusters whose agents report instance managers (so the
+// WAL has to be handed over), asks for a switchover to the cluster without the primary, and has
+// the old primary's agent confirm the demotion, its instance stopped but not yet reporting a
+// final LSN. It returns the old primary's cluster, the target, and the old share.
+func switchoverUnderway(f *fixture) (string, string, *dbfleetv1alpha1.MemberDatabase) {
+	f.t.Helper()
+	f.database("orders", 2, map[string]string{"app": "orders"})
+	dbc := f.waitDatabase("orders", "placed on both", func(d *dbfleetv1alpha1.DatabaseCluster) bool { return len(d.Status.Placements) == 2 })
+	f.waitMemberDatabases("orders", shares(dbc))
+	old := dbc.Status.Primary.Cluster
+	next := ""
+	for cluster, mdb := range f.placedMemberDatabases("orders") {
+		role := dbfleetv1alpha1.InstanceRunningStandby
+		if cluster == old {
+			role = dbfleetv1alpha1.InstanceRunningPrimary
+		} else {
+			next = cluster
+		}
+		f.reportInstances(mdb, dbfleetv1alpha1.InstanceStatus{Pod: "orders-" + cluster, Role: role, Ready: true,
+			ReceivedLSN: "0/3000000", ReplayedLSN: "0/3000000"})
+	}
+	reportReady(f, "orders")
+	f.waitDatabase("orders", "available", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return hasCondition(d, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue, "")
+	})
+
+	f.updateDatabase("orders", func(d *dbfleetv1alpha1.DatabaseCluster) {
+		d.Spec.Primary = &dbfleetv1alpha1.PrimarySpec{PreferredClusters: []string{next}}
+	})
+	var oldMDB *dbfleetv1alpha1.MemberDatabase
+	if err := framework.WaitFor(f.ctx, framework.DefaultTimeout, "old primary demoted", func(context.Context) (bool, error) {
+		oldMDB = f.memberDatabases("orders")[old]
+		return oldMDB.Spec.Role == dbfleetv1alpha1.RoleReplica && oldMDB.Spec.Epoch == 2, nil
+	}); err != nil {
+		f.t.Fatal(err)
+	}
+	// The agent released the Lease and reports epoch 2; its instance is stopping.
+	f.reportInstances(oldMDB, dbfleetv1alpha1.InstanceStatus{Pod: "orders-" + old, Role: dbfleetv1alpha1.InstanceFenced})
+	f.reportAsAgent(oldMDB, oldMDB.Spec.Replicas, true)
+	waiting := f.waitDatabase("orders", "demoting, waiting for the final LSN", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		c := meta.FindStatusCondition(d.Status.Conditions, dbfleetv1alpha1.ConditionFailoverInProgress)
+		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, dbfleetv1alpha1.ReasonDemoting) &&
+			strings.Contains(c.Message, "final LSN")
+	})
+	if p := waiting.Status.Primary; p.Cluster != old || p.Epoch != 1 {
+		f.t.Fatalf("primary %+v while the old primary's final LSN is not known, want %s at epoch 1", p, old)
+	}
+	if m := f.memberDatabases("orders")[next]; m.Spec.Role != dbfleetv1alpha1.RoleReplica {
+		f.t.Fatalf("%s promoted before %s reported its final LSN", next, old)
+	}
+	f.t.Logf("FailoverInProgress: %s", meta.FindStatusCondition(waiting.Status.Conditions, dbfleetv1alpha1.ConditionFailoverInProgress).Message)
+	return old, next, oldMDB
+}
+
+// A planned switchover promotes the target only once the demoted primary's instance has reported
+// its final LSN, and hands that LSN over with the promotion: the target's MemberDatabase carries
+// it as spec.promoteAfterLSN in the write that makes it primary at the new epoch, and the status
+// and an Event say which LSN was handed over.
+func TestSwitchoverHandsTheOldPrimarysFinalLSNToTheNewPrimary(t *testing.T) {
+	f := newFixture(t)
+	startHub(t)
+	f.member("a", "r1", 100)
+	f.member("b", "r2", 100)
+	f.policy("spread", 0, map[string]string{"app": "orders"}, divided())
+	old, next, oldMDB := switchoverUnderway(f)
+
+	const final = "0/30199A8"
+	f.reportInstances(oldMDB, dbfleetv1alpha1.InstanceStatus{Pod: "orders-" + old, Role: dbfleetv1alpha1.InstanceFenced,
+		Demoted: &dbfleetv1alpha1.InstanceDemotion{Epoch: 1, FinalLSN: final, Timeline: 1}})
+	moved := f.waitDatabase("orders", "switched over", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return d.Status.Primary.Cluster == next
+	})
+	if p := moved.Status.Primary; p.Epoch != 2 || p.PromoteAfterLSN != final {
+		t.Errorf("primary %+v, want %s at epoch 2 promoted after %s", p, next, final)
+	}
+	if c := meta.FindStatusCondition(moved.Status.Conditions, dbfleetv1alpha1.ConditionFailoverInProgress); c.Reason != dbfleetv1alpha1.ReasonPromoted ||
+		!containsAll(c.Message, next, final) {
+		t.Errorf("FailoverInProgress %s: %q, want Promoted naming %s and %s", c.Reason, c.Message, next, final)
+	}
+	mdbs := f.waitMemberDatabases("orders", shares(moved))
+	if m := mdbs[next]; m.Spec.Role != dbfleetv1alpha1.RolePrimary || m.Spec.Epoch != 2 || m.Spec.PromoteAfterLSN != final {
+		t.Errorf("new primary's MemberDatabase: role %s epoch %d promoteAfterLSN %q, want primary at 2 after %s",
+			m.Spec.Role, m.Spec.Epoch, m.Spec.PromoteAfterLSN, final)
+	}
+	if m := mdbs[old]; m.Spec.PromoteAfterLSN != "" {
+		t.Errorf("the old primary's share carries promoteAfterLSN %q", m.Spec.PromoteAfterLSN)
+	}
+	f.waitEvent("orders", "PrimaryChanged", old, next, final)
+}
+
+// A switchover whose old primary's cluster stops being Ready while the hub waits for its final
+// LSN is a failover: it no longer waits for that LSN, goes through eviction and the fencing gate,
+// and promotes the target without a promotion token.
+func TestSwitchoverWhoseOldClusterIsLostBecomesAFailover(t *testing.T) {
+	f := newFixture(t)
+	startHub(t)
+	f.member("a", "r1", 100)
+	f.member("b", "r2", 100)
+	failoverPolicy(f, 1)
+	old, next, _ := switchoverUnderway(f)
+
+	f.loseCluster(old, 1)
+	moved := f.waitDatabase("orders", "failed over", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return d.Status.Primary.Cluster == next
+	})
+	if p := moved.Status.Primary; p.Epoch != 2 || p.PromoteAfterLSN != "" {
+		t.Errorf("primary %+v, want %s at epoch 2 with no LSN handed over", p, next)
+	}
+	mdbs := f.waitMemberDatabases("orders", shares(moved))
+	if m := mdbs[next]; m.Spec.Role != dbfleetv1alpha1.RolePrimary || m.Spec.Epoch != 2 || m.Spec.PromoteAfterLSN != "" {
+		t.Errorf("new primary's MemberDatabase: role %s epoch %d promoteAfterLSN %q, want primary at 2 without one",
+			m.Spec.Role, m.Spec.Epoch, m.Spec.PromoteAfterLSN)
+	}
+}
