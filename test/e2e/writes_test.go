@@ -146,7 +146,13 @@ func failoverUnderWrites(t *testing.T, ns, lost string, synchronous *dbfleetv1al
 		t.Fatal(err)
 	}
 	promoted := primaryInstance(newPrimary)
-	w.awaitAcks(t, promoted, 100, 2*time.Minute)
+	// Until the new primary takes writes, every state its instances and the others pass through
+	// is logged once: with required durability its commits wait for a standby to stream from it.
+	want := w.ackedBy(promoted) + 100
+	await(t, 2*time.Minute, fmt.Sprintf("%d writes acknowledged by %s", want, promoted), func(ctx context.Context) (bool, error) {
+		traceInstances(ctx, sw, dbc)
+		return w.ackedBy(promoted) >= want, nil
+	})
 	sw.lap("the new primary " + promoted + " acknowledged 100 writes")
 
 	heal(t)
@@ -208,6 +214,28 @@ func failoverUnderWrites(t *testing.T, ns, lost string, synchronous *dbfleetv1al
 		return err == nil && slices.Equal(missing, lostRows), nil
 	})
 	sw.lap(fmt.Sprintf("the old primary holds the new primary's %d acknowledged rows", len(acks)-len(lostRows)))
+}
+
+// traceInstances logs, once each, the states that the instances of dbc report through their
+// shares (role, readiness, what they say, and the share's epoch), and the primary's synchronous
+// standbys on the DatabaseCluster.
+func traceInstances(ctx context.Context, sw *stopwatch, dbc *dbfleetv1alpha1.DatabaseCluster) {
+	for _, m := range members {
+		mdb := &dbfleetv1alpha1.MemberDatabase{}
+		if err := fed.hub.Get(ctx, client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(m), Name: dbfleetv1alpha1.MemberDatabaseName(dbc.Namespace, dbc.Name)}, mdb); err != nil {
+			continue
+		}
+		for _, in := range mdb.Status.Instances {
+			state := fmt.Sprintf("%s/%s: role %s, ready %t, share %s at epoch %d", m, in.Pod, in.Role, in.Ready, mdb.Spec.Role, mdb.Status.Epoch)
+			if in.Message != "" {
+				state += ": " + in.Message
+			}
+			sw.mark(state, true)
+		}
+	}
+	if d, err := fed.database(ctx, dbc); err == nil && d.Status.Synchronous != nil {
+		sw.mark(fmt.Sprintf("synchronous at epoch %d: %v of %v", d.Status.Synchronous.Epoch, d.Status.Synchronous.Synchronous, d.Status.Synchronous.Standbys), true)
+	}
 }
 
 // primaryInstance is the primary's member/pod: status.primary.pod, which the hub names.
