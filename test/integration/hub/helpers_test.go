@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
 	"sync"
@@ -117,8 +118,7 @@ func (f *fixture) createNamespace(name string) {
 // Ready with the given free capacity, as its agent would. Names are prefixed with the suite.
 func (f *fixture) member(name, region string, cpus int64) string {
 	f.t.Helper()
-	full := f.suite[:min(len(f.suite), 20)] + "-" + name
-	full = strings.Trim(full, "-")
+	full := strings.Trim(clusterPrefix(f.suite)+"-"+name, "-")
 	mc := &dbfleetv1alpha1.MemberCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: full, Labels: map[string]string{suiteLabel: f.suite}},
 		Spec:       dbfleetv1alpha1.MemberClusterSpec{Region: region, Zone: region + "-a"},
@@ -425,4 +425,13 @@ func (f *fixture) waitEvent(name, reason string, parts ...string) {
 	if err != nil {
 		f.t.Fatalf("%v; Events seen:\n%s", err, strings.Join(seen, "\n"))
 	}
+}
+
+// clusterPrefix is a short stand-in for a test's name in the names of its MemberClusters, which
+// are cluster-scoped and so shared by every test of the run: the name's first 14 characters and a
+// hash of the whole (two tests whose names begin alike had the same clusters).
+func clusterPrefix(suite string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(suite))
+	return fmt.Sprintf("%s-%05x", strings.Trim(suite[:min(len(suite), 14)], "-"), h.Sum32()&0xfffff)
 }

@@ -67,7 +67,7 @@ func startPushHub(t *testing.T, cfg hub.Config) {
 // MemberCluster, its namespace, and the kubeconfig Secret the push controller reads.
 func (f *fixture) pushMember(name string, member *framework.Environment) string {
 	f.t.Helper()
-	full := strings.Trim(f.suite[:min(len(f.suite), 20)]+"-"+name, "-")
+	full := strings.Trim(clusterPrefix(f.suite)+"-"+name, "-")
 	kubeconfig, err := member.Kubeconfig("dbfleet-hub-push", "system:masters")
 	if err != nil {
 		f.t.Fatal(err)
