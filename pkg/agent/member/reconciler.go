@@ -111,8 +111,12 @@ func retryable(errs []error) bool {
 	return false
 }
 
-// instanceRecheck is how often an instance-managed share's instances are read again.
-const instanceRecheck = 5 * time.Second
+// instanceRecheck is how often an instance-managed share's instances are read again;
+// instanceSettleRecheck while the share is not Available.
+const (
+	instanceRecheck       = 5 * time.Second
+	instanceSettleRecheck = time.Second
+)
 
 // instanceManaged says the share's pods run the instance manager, whose /status each full pass
 // reads (so a live primary share never takes the renewal-only pass).
@@ -253,6 +257,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 		// Nothing watches an instance's /status: look again to keep the report and the
 		// instance-role labels (which the client Services select on) current.
 		next = instanceRecheck
+		if !meta.IsStatusConditionTrue(mdb.Status.Conditions, dbfleetv1alpha1.ConditionAvailable) {
+			// On the way somewhere (a promotion, a standby re-pointed): the new primary's
+			// endpoint, which the other clusters' standbys wait for, is reported a second
+			// after it runs, not up to five.
+			next = instanceSettleRecheck
+		}
 	}
 	switch err := errors.Join(applyErr, statusErr); {
 	case err != nil && livePrimary:

@@ -208,7 +208,18 @@ func urgentReport(old, cur client.Object) bool {
 	// A share moving from one epoch it acted on to another is a demotion (or re-promotion) the hub
 	// waits for; a new share's first epoch (from 0) is only its first report.
 	acked := o.Status.Epoch != 0 && o.Status.Epoch != c.Status.Epoch
-	return flipped(dbfleetv1alpha1.ConditionAvailable) || flipped(dbfleetv1alpha1.ConditionFenced) || acked
+	return flipped(dbfleetv1alpha1.ConditionAvailable) || flipped(dbfleetv1alpha1.ConditionFenced) || acked ||
+		readWrite(o) != readWrite(c)
+}
+
+// readWrite is the read-write endpoint a share reports. When a new primary's appears, the other
+// shares' standbys must be told to follow it: with synchronous replication the new primary's
+// commits wait for them, and the share cannot report Available (an urgent report) before that.
+func readWrite(mdb *dbfleetv1alpha1.MemberDatabase) string {
+	if mdb.Status.Endpoints == nil {
+		return ""
+	}
+	return mdb.Status.Endpoints.ReadWrite
 }
 
 func databaseOfMember(obj client.Object) []reconcile.Request {

@@ -112,3 +112,37 @@ func TestAFirstReportWaitsForTheReadyOne(t *testing.T) {
 		}
 	}
 }
+
+// Reports that change whether the database has a working primary jump the queue: availability,
+// fencing, an acknowledged epoch, and a share's read-write endpoint, which the other shares'
+// standbys must follow; a ready count alone does not.
+func TestUrgentReport(t *testing.T) {
+	base := &dbfleetv1alpha1.MemberDatabase{}
+	base.Status.Epoch = 2
+	with := func(change func(*dbfleetv1alpha1.MemberDatabase)) *dbfleetv1alpha1.MemberDatabase {
+		m := base.DeepCopy()
+		change(m)
+		return m
+	}
+	for _, tc := range []struct {
+		name string
+		cur  *dbfleetv1alpha1.MemberDatabase
+		want bool
+	}{
+		{"ready count", with(func(m *dbfleetv1alpha1.MemberDatabase) { m.Status.ReadyReplicas = 1 }), false},
+		{"available", with(func(m *dbfleetv1alpha1.MemberDatabase) {
+			m.Status.Conditions = []metav1.Condition{{Type: dbfleetv1alpha1.ConditionAvailable, Status: metav1.ConditionTrue}}
+		}), true},
+		{"epoch acknowledged", with(func(m *dbfleetv1alpha1.MemberDatabase) { m.Status.Epoch = 3 }), true},
+		{"read-write endpoint", with(func(m *dbfleetv1alpha1.MemberDatabase) {
+			m.Status.Endpoints = &dbfleetv1alpha1.DatabaseEndpoints{ReadWrite: "10.200.1.3:5432"}
+		}), true},
+		{"read-only endpoints", with(func(m *dbfleetv1alpha1.MemberDatabase) {
+			m.Status.Endpoints = &dbfleetv1alpha1.DatabaseEndpoints{ReadOnly: []string{"10.200.1.4:5432"}}
+		}), false},
+	} {
+		if got := urgentReport(base, tc.cur); got != tc.want {
+			t.Errorf("%s: urgent %t, want %t", tc.name, got, tc.want)
+		}
+	}
+}
