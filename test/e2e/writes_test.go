@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
@@ -28,6 +29,8 @@ import (
 //   - APIServerStoppedRequired: its API server stopped (the agent, the kubelet and the instances
 //     run on but see nothing); the same replication.
 //   - FrozenAgentAsync: the agent frozen, asynchronous replication.
+//   - SwitchoverRequired: no fault, a planned switchover (the first preferred cluster changed) under
+//     required replication: the old primary hands its final LSN to the new one.
 //
 // The primary's instance manager must stop taking writes on its own (no Lease renewal reaches
 // it) before the hub promotes a standby at epoch + 1. Then: the windows in which instances
@@ -58,6 +61,24 @@ func TestFailoverUnderWrites(t *testing.T) {
 		return func(t *testing.T) { fed.stop(t, layout.APIServer(member)) },
 			func(t *testing.T) { fed.start(t, layout.APIServer(member)) }
 	}
+	// switchTo is a planned switchover: the first preference changes to target.
+	switchTo := func(ns, target string) func(string) (inject, heal func(t *testing.T)) {
+		return func(string) (inject, heal func(t *testing.T)) {
+			return func(t *testing.T) {
+				key := client.ObjectKey{Namespace: ns, Name: "ledger"}
+				if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+					d := &dbfleetv1alpha1.DatabaseCluster{}
+					if err := fed.hub.Get(context.Background(), key, d); err != nil {
+						return err
+					}
+					d.Spec.Primary = &dbfleetv1alpha1.PrimarySpec{PreferredClusters: []string{target}}
+					return fed.hub.Update(context.Background(), d)
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}, func(*testing.T) {}
+		}
+	}
 	required := &dbfleetv1alpha1.SynchronousReplication{Number: 1, DataDurability: dbfleetv1alpha1.DataDurabilityRequired}
 	cases := []struct {
 		name, ns, member string
@@ -68,6 +89,7 @@ func TestFailoverUnderWrites(t *testing.T) {
 		{"FrozenAgentRequired", "frozen-required", "central", required, freeze, "agent frozen (SIGSTOP); its pods, kubelet and API server run on"},
 		{"APIServerStoppedRequired", "apiserver-required", "west", required, stopAPIServer, "API server stopped; its agent, kubelet and pods run on"},
 		{"FrozenAgentAsync", "frozen-async", "east", nil, freeze, "agent frozen (SIGSTOP), asynchronous replication"},
+		{"SwitchoverRequired", "switchover-required", "central", required, switchTo("switchover-required", "west"), "switchover to west asked (spec.primary.preferredClusters)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
