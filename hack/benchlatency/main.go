@@ -49,6 +49,9 @@ import (
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
+// podsPerNode is what a kwok Node of localfed takes.
+const podsPerNode = 100 // of its 110, leaving room for anything else scheduled there
+
 // namespace is where the benchmark's databases live, on the hub and in every member.
 const namespace = "bench-latency"
 
@@ -67,6 +70,7 @@ type options struct {
 	waitOne      time.Duration
 	waitBurst    time.Duration
 	localfedArgs []string
+	samples      string
 }
 
 func run() error {
@@ -81,6 +85,7 @@ func run() error {
 	flag.DurationVar(&o.waitOne, "wait-one", 2*time.Minute, "how long one database of the first pass may take")
 	flag.DurationVar(&o.waitBurst, "wait-burst", 10*time.Minute, "how long the burst may take")
 	flag.StringVar(&upFlags, "up-flags", "", "extra flags for `localfed up`, space-separated")
+	flag.StringVar(&o.samples, "samples", "_output/bench-latency/samples.csv", "where to write every database's figures (CSV; empty: nowhere)")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
 	o.replicas = int32(*replicas)
@@ -97,8 +102,13 @@ func run() error {
 		return err
 	}
 	localfed := filepath.Join(o.bin, "localfed")
+	// A kwok Node takes 110 pods, and the claims and pods of the first pass stay while the burst
+	// runs: enough nodes and volumes for both.
+	members := 3
+	perMember := (o.one + o.burst) * ((int(o.replicas) + members - 1) / members)
+	nodes := min(max((perMember+podsPerNode-1)/podsPerNode, 1), 9)
 	up := append([]string{"up", "--dir", dir, "--bin", o.bin, "--nodes", "kwok",
-		"--volumes", strconv.Itoa(o.one + o.burst + 10)}, o.localfedArgs...)
+		"--nodes-per-member", strconv.Itoa(nodes), "--volumes", strconv.Itoa(perMember + 10)}, o.localfedArgs...)
 	machine := describeMachine()
 	logf("machine: %s", machine)
 	logf("%s %s", localfed, strings.Join(up, " "))
@@ -110,6 +120,11 @@ func run() error {
 	if res != nil {
 		res.machine, res.loadAfter = machine, loadAverage()
 		res.print(o)
+		if o.samples != "" {
+			if err := res.writeSamples(o.samples); err != nil {
+				runErr = errors.Join(runErr, err)
+			}
+		}
 	}
 	return errors.Join(runErr, downErr)
 }
@@ -144,6 +159,8 @@ type results struct {
 type passResult struct {
 	name      string
 	n         int
+	dbs       []string
+	created   []time.Time
 	steps     [4][]time.Duration // sts, pods, available, pods → available
 	reconcile float64            // the hub's databasecluster reconciles during the pass
 	dbcWrites float64            // PATCH databaseclusters/status, as the hub API server counts them
@@ -261,6 +278,8 @@ func measure(ctx context.Context, d layout.Dir, o options) (*results, error) {
 			dbcWrites: after.dbcStatusWrites - before.dbcStatusWrites,
 			mdbWrites: after.mdbStatusWrites - before.mdbStatusWrites}
 		for _, name := range names {
+			p.dbs = append(p.dbs, name)
+			p.created = append(p.created, rec.createdTime(name))
 			for i, v := range rec.steps(name) {
 				p.steps[i] = append(p.steps[i], v)
 			}
@@ -471,6 +490,12 @@ func (r *recorder) stepsLocked(db string) ([4]time.Duration, bool) {
 	return [4]time.Duration{sts.Sub(created), pods.Sub(created), available.Sub(created), available.Sub(pods)}, true
 }
 
+func (r *recorder) createdTime(db string) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.createdAt[db]
+}
+
 func (r *recorder) steps(db string) [4]time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -647,4 +672,28 @@ func httpGet(ctx context.Context, url string) (string, error) {
 		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return string(data), nil
+}
+
+// writeSamples writes one line per database: its pass, name, create time and the four figures in
+// seconds, in the order they were created.
+func (res *results) writeSamples(path string) error {
+	var b strings.Builder
+	b.WriteString("pass,database,created,statefulsets_s,pods_ready_s,available_s,pods_ready_to_available_s\n")
+	for _, p := range res.passes {
+		for i, db := range p.dbs {
+			fmt.Fprintf(&b, "%s,%s,%s", p.name, db, p.created[i].UTC().Format(time.RFC3339Nano))
+			for s := range p.steps {
+				fmt.Fprintf(&b, ",%.3f", p.steps[s][i].Seconds())
+			}
+			b.WriteString("\n")
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("write samples: %w", err)
+	}
+	logf("every database's figures: %s", path)
+	return nil
 }
