@@ -161,18 +161,22 @@ type passResult struct {
 	n         int
 	dbs       []string
 	created   []time.Time
-	steps     [4][]time.Duration // sts, pods, available, pods → available
-	reconcile float64            // the hub's databasecluster reconciles during the pass
-	dbcWrites float64            // PATCH databaseclusters/status, as the hub API server counts them
-	mdbWrites float64            // PATCH memberdatabases/status (the agents' reports)
+	steps     [nSteps][]time.Duration // see stepNames
+	reconcile float64                 // the hub's databasecluster reconciles during the pass
+	dbcWrites float64                 // PATCH databaseclusters/status, as the hub API server counts them
+	mdbWrites float64                 // PATCH memberdatabases/status (the agents' reports)
 	elapsed   time.Duration
 }
 
-var stepNames = [4]string{
+// nSteps are the figures measured of each database.
+const nSteps = 5
+
+var stepNames = [nSteps]string{
 	"apply → StatefulSet in every placed member",
 	"apply → every Pod Ready",
 	"apply → hub reports Available",
 	"every Pod Ready → hub reports Available",
+	"apply → every MemberDatabase on the hub",
 }
 
 func measure(ctx context.Context, d layout.Dir, o options) (*results, error) {
@@ -195,12 +199,21 @@ func measure(ctx context.Context, d layout.Dir, o options) (*results, error) {
 	defer cancel()
 
 	// Watches first, so no event of the databases is missed.
-	hubCache, err := cache.New(hubCfg, cache.Options{Scheme: framework.Scheme, DefaultNamespaces: map[string]cache.Config{namespace: {}}})
+	hubNamespaces := map[string]cache.Config{namespace: {}}
+	for _, m := range members {
+		hubNamespaces[dbfleetv1alpha1.MemberNamespace(m)] = cache.Config{}
+	}
+	hubCache, err := cache.New(hubCfg, cache.Options{Scheme: framework.Scheme, DefaultNamespaces: hubNamespaces})
 	if err != nil {
 		return nil, err
 	}
 	if err := onEvents(ctx, hubCache, &dbfleetv1alpha1.DatabaseCluster{}, func(obj client.Object) {
 		rec.database(obj.(*dbfleetv1alpha1.DatabaseCluster))
+	}); err != nil {
+		return nil, err
+	}
+	if err := onEvents(ctx, hubCache, &dbfleetv1alpha1.MemberDatabase{}, func(obj client.Object) {
+		rec.memberDatabase(obj.(*dbfleetv1alpha1.MemberDatabase))
 	}); err != nil {
 		return nil, err
 	}
@@ -360,7 +373,9 @@ type recorder struct {
 	// podReady[member][pod]: the database of each Ready pod.
 	podReady    map[string]map[string]string
 	availableAt map[string]time.Time
-	placements  map[string][]dbfleetv1alpha1.ClusterPlacement
+	// mdbAt[db][member]: when the hub's MemberDatabase for the member was first seen.
+	mdbAt      map[string]map[string]time.Time
+	placements map[string][]dbfleetv1alpha1.ClusterPlacement
 }
 
 func newRecorder() *recorder {
@@ -368,7 +383,7 @@ func newRecorder() *recorder {
 		changed:   make(chan struct{}, 1),
 		createdAt: map[string]time.Time{}, stsAt: map[string]map[string]map[int32]time.Time{},
 		readyAt: map[string]map[string]map[int32]time.Time{}, podReady: map[string]map[string]string{},
-		availableAt: map[string]time.Time{}, placements: map[string][]dbfleetv1alpha1.ClusterPlacement{},
+		availableAt: map[string]time.Time{}, mdbAt: map[string]map[string]time.Time{}, placements: map[string][]dbfleetv1alpha1.ClusterPlacement{},
 	}
 }
 
@@ -447,6 +462,23 @@ func podCondition(pod *corev1.Pod, t corev1.PodConditionType) *corev1.PodConditi
 	return nil
 }
 
+func (r *recorder) memberDatabase(mdb *dbfleetv1alpha1.MemberDatabase) {
+	now := time.Now()
+	if mdb.Spec.DatabaseRef.Namespace != namespace {
+		return
+	}
+	db, member := mdb.Spec.DatabaseRef.Name, mdb.Labels[dbfleetv1alpha1.LabelCluster]
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mdbAt[db] == nil {
+		r.mdbAt[db] = map[string]time.Time{}
+	}
+	if _, seen := r.mdbAt[db][member]; !seen {
+		r.mdbAt[db][member] = now
+	}
+	r.notify()
+}
+
 func (r *recorder) database(dbc *dbfleetv1alpha1.DatabaseCluster) {
 	now := time.Now()
 	r.mu.Lock()
@@ -461,33 +493,33 @@ func (r *recorder) database(dbc *dbfleetv1alpha1.DatabaseCluster) {
 	r.notify()
 }
 
-// stepsLocked are a database's four figures, and whether all are known yet.
-func (r *recorder) stepsLocked(db string) ([4]time.Duration, bool) {
-	var out [4]time.Duration
+// stepsLocked are a database's figures, and whether all are known yet.
+func (r *recorder) stepsLocked(db string) ([nSteps]time.Duration, bool) {
+	var out [nSteps]time.Duration
 	created, ok := r.createdAt[db]
 	placements := r.placements[db]
 	available, isAvailable := r.availableAt[db]
 	if !ok || len(placements) == 0 || !isAvailable {
 		return out, false
 	}
-	var sts, pods time.Time
+	var sts, pods, mdbs time.Time
 	for _, p := range placements {
 		s, seen := r.stsAt[db][p.Cluster][p.Replicas]
-		if !seen {
-			return out, false
-		}
 		q, ready := r.readyAt[db][p.Cluster][p.Replicas]
-		if !ready {
+		m, written := r.mdbAt[db][p.Cluster]
+		if !seen || !ready || !written {
 			return out, false
 		}
-		if s.After(sts) {
-			sts = s
-		}
-		if q.After(pods) {
-			pods = q
-		}
+		sts, pods, mdbs = later(sts, s), later(pods, q), later(mdbs, m)
 	}
-	return [4]time.Duration{sts.Sub(created), pods.Sub(created), available.Sub(created), available.Sub(pods)}, true
+	return [nSteps]time.Duration{sts.Sub(created), pods.Sub(created), available.Sub(created), available.Sub(pods), mdbs.Sub(created)}, true
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func (r *recorder) createdTime(db string) time.Time {
@@ -496,7 +528,7 @@ func (r *recorder) createdTime(db string) time.Time {
 	return r.createdAt[db]
 }
 
-func (r *recorder) steps(db string) [4]time.Duration {
+func (r *recorder) steps(db string) [nSteps]time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s, _ := r.stepsLocked(db)
@@ -678,7 +710,7 @@ func httpGet(ctx context.Context, url string) (string, error) {
 // seconds, in the order they were created.
 func (res *results) writeSamples(path string) error {
 	var b strings.Builder
-	b.WriteString("pass,database,created,statefulsets_s,pods_ready_s,available_s,pods_ready_to_available_s\n")
+	b.WriteString("pass,database,created,statefulsets_s,pods_ready_s,available_s,pods_ready_to_available_s,memberdatabases_s\n")
 	for _, p := range res.passes {
 		for i, db := range p.dbs {
 			fmt.Fprintf(&b, "%s,%s,%s", p.name, db, p.created[i].UTC().Format(time.RFC3339Nano))
