@@ -102,11 +102,11 @@ func run() error {
 		return err
 	}
 	localfed := filepath.Join(o.bin, "localfed")
-	// A kwok Node takes 110 pods, and the claims and pods of the first pass stay while the burst
-	// runs: enough nodes and volumes for both.
+	// A kwok Node takes 110 pods; the first pass's databases are deleted before the burst, but
+	// their claims stay (the StatefulSets' retention policy), so each pass needs volumes.
 	members := 3
 	perMember := (o.one + o.burst) * ((int(o.replicas) + members - 1) / members)
-	nodes := min(max((perMember+podsPerNode-1)/podsPerNode, 1), 9)
+	nodes := min(max((max(o.one, o.burst)*((int(o.replicas)+members-1)/members)+podsPerNode-1)/podsPerNode, 1), 9)
 	up := append([]string{"up", "--dir", dir, "--bin", o.bin, "--nodes", "kwok",
 		"--nodes-per-member", strconv.Itoa(nodes), "--volumes", strconv.Itoa(perMember + 10)}, o.localfedArgs...)
 	machine := describeMachine()
@@ -300,6 +300,13 @@ func measure(ctx context.Context, d layout.Dir, o options) (*results, error) {
 		res.passes = append(res.passes, p)
 		logf("%s: done in %.1fs", pass.name, p.elapsed.Seconds())
 		p.printSteps(os.Stdout)
+		// A member's Service range (/24) holds about 125 databases' client Services: the next
+		// pass starts on a fleet without these.
+		start = time.Now()
+		if err := deleteAll(ctx, hub, names, o.waitBurst); err != nil {
+			return res, err
+		}
+		logf("%s: deleted, every member confirmed, in %.1fs", pass.name, time.Since(start).Seconds())
 	}
 	return res, nil
 }
@@ -728,4 +735,33 @@ func (res *results) writeSamples(path string) error {
 	}
 	logf("every database's figures: %s", path)
 	return nil
+}
+
+// deleteAll deletes the databases and waits until the hub has let every one go, which it does
+// once every member's agent has removed its share.
+func deleteAll(ctx context.Context, hub client.Client, names []string, timeout time.Duration) error {
+	for _, name := range names {
+		dbc := &dbfleetv1alpha1.DatabaseCluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+		if err := hub.Delete(ctx, dbc); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete %s: %w", name, err)
+		}
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		list := &dbfleetv1alpha1.DatabaseClusterList{}
+		if err := hub.List(ctx, list, client.InNamespace(namespace)); err != nil {
+			return err
+		}
+		if len(list.Items) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d databases not deleted after %s", len(list.Items), timeout)
+		}
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
