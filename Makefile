@@ -73,6 +73,15 @@ bench-failover: k8s-bins images ## Failover figures from a writer's side on real
 		DBFLEET_E2E_TIMINGS=$$timings $(GO) test -count=1 -timeout 40m -run 'TestFailoverUnderWrites' -v ./test/e2e/ | tee _output/bench-failover-$$timings.log | grep -E 'FIGURE|^(--- |ok|FAIL)'; \
 	done
 
+# make bench-latency: apply → StatefulSets → Available on a local federation with kwok nodes (its own
+# state directory, _output/bench-latency/fed, brought up and down); BENCH_LATENCY_FLAGS="--one 20 --burst 20".
+BENCH_LATENCY_FLAGS ?=
+
+.PHONY: bench-latency
+bench-latency: k8s-bins ## Latency benchmark: localfed up --nodes kwok, 100 databases one at a time then a burst of 100; prints p50/p99/max of apply → StatefulSets, → Pods Ready, → Available.
+	@$(GO) build -o bin/ ./cmd/hub ./cmd/agent ./hack/localfed ./hack/benchlatency
+	bin/benchlatency $(BENCH_LATENCY_FLAGS)
+
 # dbfleet vs Karmada v1.16 placement (module bench/karmada, not part of `make test`).
 KARMADA_BENCH_FLAGS ?=
 

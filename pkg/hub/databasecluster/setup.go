@@ -79,7 +79,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			predicate.AnnotationChangedPredicate{},
 			deletionStarted(),
 		))).
-		Watches(&dbfleetv1alpha1.MemberDatabase{}, memberDatabaseEvents()).
+		Watches(&dbfleetv1alpha1.MemberDatabase{}, memberDatabaseEvents(r.sharesOf)).
 		Watches(&dbfleetv1alpha1.PropagationPolicy{}, skipInitialList(r.databasesInNamespace)).
 		Watches(&dbfleetv1alpha1.ClusterPropagationPolicy{}, skipInitialList(r.allDatabases)).
 		Watches(&dbfleetv1alpha1.MemberCluster{}, r.memberClusterHandler(), builder.WithPredicates(placementRelevantChange())).
@@ -127,14 +127,15 @@ const availabilityPriority = 1
 // reportBatch is how long an urgent report (see urgentReport) waits in the queue for the reports
 // of the database's other shares, so that one reconcile (and one status write) takes them all: a
 // share reports twice (applied, then ready), and a database of three shares otherwise cost up to
-// six DatabaseCluster status writes.
+// six DatabaseCluster status writes. It waits only while there is something to wait for: see
+// reportDelay.
 const reportBatch = time.Second
 
 // progressBatch is how long any other report waits: a share's first report (applied, not yet
 // ready) changes only its placement's state from Pending to Progressing, and a DatabaseCluster
 // status write for that alone was about one of the three such writes per database. Its ready
-// report, if it comes within progressBatch, brings the reconcile forward to reportBatch and one
-// write carries both.
+// report, if it comes within progressBatch, brings the reconcile forward to reportBatch (or to
+// now) and one write carries both.
 const progressBatch = 5 * time.Second
 
 // memberDatabaseEvents enqueues a MemberDatabase's database. A share that became Available (or
@@ -143,9 +144,11 @@ const progressBatch = 5 * time.Second
 // were all Available waited behind every unplaced one for the reconcile that reports it (minutes
 // at 1,000 clusters). Only availability changes jump the queue: when every agent report did, at
 // 1,000 clusters the reports alone outran the hub's reconciles and new databases starved.
-// Reports are batched for reportBatch; initial-list and resync events stay low priority, as
-// controller-runtime's own handlers do.
-func memberDatabaseEvents() handler.EventHandler {
+// Urgent reports are batched for reportBatch unless nothing is left to batch (reportDelay);
+// initial-list and resync events stay low priority, as controller-runtime's own handlers do.
+// shares lists a database's MemberDatabases (from the cache); nil: only the report itself is
+// known, and an urgent report is always batched.
+func memberDatabaseEvents(shares func(ctx context.Context, mdb *dbfleetv1alpha1.MemberDatabase) []dbfleetv1alpha1.MemberDatabase) handler.EventHandler {
 	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], obj client.Object, priority int, after time.Duration) {
 		addWithPriority(q, priority, after, databaseOfMember(obj)...)
 	}
@@ -157,13 +160,17 @@ func memberDatabaseEvents() handler.EventHandler {
 			}
 			enqueue(q, e.Object, priority, 0)
 		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			priority := 0
 			switch {
 			case e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion():
 				priority = handler.LowPriority
 			case urgentReport(e.ObjectOld, e.ObjectNew):
-				enqueue(q, e.ObjectNew, availabilityPriority, reportBatch)
+				after := reportBatch
+				if cur, ok := e.ObjectNew.(*dbfleetv1alpha1.MemberDatabase); ok && shares != nil {
+					after = reportDelay(cur, shares(ctx, cur))
+				}
+				enqueue(q, e.ObjectNew, availabilityPriority, after)
 				return
 			}
 			enqueue(q, e.ObjectNew, priority, progressBatch)
@@ -175,6 +182,48 @@ func memberDatabaseEvents() handler.EventHandler {
 			enqueue(q, e.Object, 0, 0)
 		},
 	}
+}
+
+// reportDelay is how long an urgent report cur waits for the reports of its database's other
+// shares (all its MemberDatabases, cur's own entry included or not): none when every share,
+// cur with the others, is Available at its current generation, since no report of theirs is
+// still to come to batch with it; reportBatch otherwise. A database on a quiet fleet so goes
+// Available with its last share's report, where it waited a second for a batch of one; under
+// load the batches are the ones they were, closed early only by the report that completes
+// them, so no more status writes are made than before. An earlier report of the database
+// still waiting in the queue is brought forward with it (the queue keeps the earlier time).
+func reportDelay(cur *dbfleetv1alpha1.MemberDatabase, shares []dbfleetv1alpha1.MemberDatabase) time.Duration {
+	if !settled(cur) {
+		return reportBatch
+	}
+	for i := range shares {
+		s := &shares[i]
+		if s.Namespace == cur.Namespace && s.Name == cur.Name {
+			continue // the report itself: the cache may hold it already or not
+		}
+		if !settled(s) {
+			return reportBatch
+		}
+	}
+	return 0
+}
+
+// settled says a share has reported on its current spec and is Available: nothing more is
+// expected of it until something changes.
+func settled(mdb *dbfleetv1alpha1.MemberDatabase) bool {
+	return mdb.DeletionTimestamp.IsZero() && mdb.Status.ObservedGeneration == mdb.Generation &&
+		meta.IsStatusConditionTrue(mdb.Status.Conditions, dbfleetv1alpha1.ConditionAvailable)
+}
+
+// sharesOf lists the MemberDatabases of mdb's database from the cache, read-only.
+func (r *Reconciler) sharesOf(ctx context.Context, mdb *dbfleetv1alpha1.MemberDatabase) []dbfleetv1alpha1.MemberDatabase {
+	list := &dbfleetv1alpha1.MemberDatabaseList{}
+	ref := mdb.Spec.DatabaseRef
+	if err := r.Client.List(ctx, list, client.MatchingFields{databaseRefIndex: databaseRefKey(ref.Namespace, ref.Name)}, client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "List the shares of a database to decide whether to batch a report", "database", ref.Namespace+"/"+ref.Name)
+		return []dbfleetv1alpha1.MemberDatabase{{}} // one share not known to be settled: batch
+	}
+	return list.Items
 }
 
 // addWithPriority adds reqs at priority once after has passed, through the priority queue the

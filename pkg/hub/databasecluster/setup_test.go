@@ -2,17 +2,22 @@ package databasecluster
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/scheme"
 )
 
 // A share that became Available jumps the queue of databases waiting to be placed; another
@@ -33,7 +38,7 @@ func TestAvailabilityReportsAreReconciledBeforeNewDatabases(t *testing.T) {
 		}
 		return m
 	}
-	h := memberDatabaseEvents()
+	h := memberDatabaseEvents(nil)
 	ctx := context.Background()
 	h.Update(ctx, event.UpdateEvent{ObjectOld: mdb("resynced", "7", metav1.ConditionTrue), ObjectNew: mdb("resynced", "7", metav1.ConditionTrue)}, q)
 	h.Update(ctx, event.UpdateEvent{ObjectOld: mdb("applied", "1", ""), ObjectNew: mdb("applied", "2", metav1.ConditionFalse)}, q)
@@ -90,7 +95,7 @@ func TestAFirstReportWaitsForTheReadyOne(t *testing.T) {
 		}
 		return m
 	}
-	h := memberDatabaseEvents()
+	h := memberDatabaseEvents(nil)
 	ctx := context.Background()
 	h.Update(ctx, event.UpdateEvent{ObjectOld: mdb("applied", "1", 0, ""), ObjectNew: mdb("applied", "2", 1, metav1.ConditionFalse)}, q)
 	h.Update(ctx, event.UpdateEvent{ObjectOld: mdb("ready", "2", 1, metav1.ConditionFalse), ObjectNew: mdb("ready", "3", 1, metav1.ConditionTrue)}, q)
@@ -144,5 +149,96 @@ func TestUrgentReport(t *testing.T) {
 		if got := urgentReport(base, tc.cur); got != tc.want {
 			t.Errorf("%s: urgent %t, want %t", tc.name, got, tc.want)
 		}
+	}
+}
+
+// share is a MemberDatabase of database shop/orders in cluster's namespace, at generation 2,
+// that has reported on generation observed and is Available or not.
+func share(cluster string, observed int64, available bool) *dbfleetv1alpha1.MemberDatabase {
+	m := &dbfleetv1alpha1.MemberDatabase{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "member-" + cluster, Name: "shop-orders", Generation: 2, ResourceVersion: "10"},
+		Spec:       dbfleetv1alpha1.MemberDatabaseSpec{DatabaseRef: dbfleetv1alpha1.DatabaseReference{Namespace: "shop", Name: "orders"}},
+		Status:     dbfleetv1alpha1.MemberDatabaseStatus{ObservedGeneration: observed},
+	}
+	status := metav1.ConditionFalse
+	if available {
+		status = metav1.ConditionTrue
+	}
+	m.Status.Conditions = []metav1.Condition{{Type: dbfleetv1alpha1.ConditionAvailable, Status: status}}
+	return m
+}
+
+// An urgent report waits reportBatch only while some share of its database has yet to report
+// Available on its current spec; the report that leaves none goes at once.
+func TestReportDelay(t *testing.T) {
+	deleting := share("central", 2, true)
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	for _, tc := range []struct {
+		name   string
+		cur    *dbfleetv1alpha1.MemberDatabase
+		shares []*dbfleetv1alpha1.MemberDatabase
+		want   time.Duration
+	}{
+		{"the only share, Available", share("east", 2, true), nil, 0},
+		{"the only share, its own entry in the list", share("east", 2, true), []*dbfleetv1alpha1.MemberDatabase{share("east", 1, false)}, 0},
+		{"the last of three", share("east", 2, true), []*dbfleetv1alpha1.MemberDatabase{share("west", 2, true), share("central", 2, true)}, 0},
+		{"a sibling not Available yet", share("east", 2, true), []*dbfleetv1alpha1.MemberDatabase{share("west", 2, true), share("central", 2, false)}, reportBatch},
+		{"a sibling that has not seen its spec", share("east", 2, true), []*dbfleetv1alpha1.MemberDatabase{share("west", 1, true)}, reportBatch},
+		{"a sibling going away", share("east", 2, true), []*dbfleetv1alpha1.MemberDatabase{deleting}, reportBatch},
+		{"the report itself not Available", share("east", 2, false), []*dbfleetv1alpha1.MemberDatabase{share("west", 2, true)}, reportBatch},
+		{"the report itself on an older spec", share("east", 1, true), []*dbfleetv1alpha1.MemberDatabase{share("west", 2, true)}, reportBatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var shares []dbfleetv1alpha1.MemberDatabase
+			for _, s := range tc.shares {
+				shares = append(shares, *s)
+			}
+			if got := reportDelay(tc.cur, shares); got != tc.want {
+				t.Errorf("reportDelay = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// The watch handler reads the database's shares from the cache (by the databaseRef index): the
+// report completing a database of three is enqueued at once, one with a sibling still to come
+// waits reportBatch, and so does one whose shares cannot be listed.
+func TestTheReportCompletingADatabaseIsNotBatched(t *testing.T) {
+	ready := func(cluster string) *dbfleetv1alpha1.MemberDatabase {
+		m := share(cluster, 2, true)
+		m.ResourceVersion = "11"
+		return m
+	}
+	for _, tc := range []struct {
+		name   string
+		others []client.Object
+		list   error
+		want   time.Duration
+	}{
+		{"the last share", []client.Object{share("west", 2, true), share("central", 2, true)}, nil, 0},
+		{"a share still to come", []client.Object{share("west", 2, true), share("central", 1, false)}, nil, reportBatch},
+		{"shares not listed", []client.Object{share("west", 2, true), share("central", 2, true)}, errors.New("cache not started"), reportBatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := append([]client.Object{ready("east")}, tc.others...)
+			c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).
+				WithIndex(&dbfleetv1alpha1.MemberDatabase{}, databaseRefIndex, indexDatabaseRef).
+				WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+					if tc.list != nil {
+						return tc.list
+					}
+					return c.List(ctx, list, opts...)
+				}}).Build()
+			r := &Reconciler{Client: c}
+			q := &recordingQueue{added: map[string]priorityqueue.AddOpts{}}
+			memberDatabaseEvents(r.sharesOf).Update(context.Background(), event.UpdateEvent{ObjectOld: share("east", 1, false), ObjectNew: ready("east")}, q)
+			got, ok := q.added["orders"]
+			if !ok {
+				t.Fatal("shop/orders not enqueued")
+			}
+			if got.After != tc.want || ptr.Deref(got.Priority, -1) != availabilityPriority {
+				t.Errorf("enqueued after %s at priority %d, want after %s at priority %d", got.After, ptr.Deref(got.Priority, -1), tc.want, availabilityPriority)
+			}
+		})
 	}
 }
