@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -258,7 +259,19 @@ func urgentReport(old, cur client.Object) bool {
 	// waits for; a new share's first epoch (from 0) is only its first report.
 	acked := o.Status.Epoch != 0 && o.Status.Epoch != c.Status.Epoch
 	return flipped(dbfleetv1alpha1.ConditionAvailable) || flipped(dbfleetv1alpha1.ConditionFenced) || acked ||
-		readWrite(o) != readWrite(c)
+		readWrite(o) != readWrite(c) || finalLSNs(o) != finalLSNs(c)
+}
+
+// finalLSNs are the final LSNs a share's demoted instances report: a planned switchover waits
+// for the old primary's before it promotes the target.
+func finalLSNs(mdb *dbfleetv1alpha1.MemberDatabase) string {
+	var b strings.Builder
+	for _, in := range mdb.Status.Instances {
+		if d := in.Demoted; d != nil {
+			fmt.Fprintf(&b, "%s@%d=%s;", in.Pod, d.Epoch, d.FinalLSN)
+		}
+	}
+	return b.String()
 }
 
 // readWrite is the read-write endpoint a share reports. When a new primary's appears, the other

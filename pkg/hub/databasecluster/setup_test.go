@@ -142,6 +142,9 @@ func TestUrgentReport(t *testing.T) {
 		{"read-write endpoint", with(func(m *dbfleetv1alpha1.MemberDatabase) {
 			m.Status.Endpoints = &dbfleetv1alpha1.DatabaseEndpoints{ReadWrite: "10.200.1.3:5432"}
 		}), true},
+		{"a demoted instance's final LSN", with(func(m *dbfleetv1alpha1.MemberDatabase) {
+			m.Status.Instances = []dbfleetv1alpha1.InstanceStatus{{Pod: "orders-0", Demoted: &dbfleetv1alpha1.InstanceDemotion{Epoch: 2, FinalLSN: "0/5000028"}}}
+		}), true},
 		{"read-only endpoints", with(func(m *dbfleetv1alpha1.MemberDatabase) {
 			m.Status.Endpoints = &dbfleetv1alpha1.DatabaseEndpoints{ReadOnly: []string{"10.200.1.4:5432"}}
 		}), false},
