@@ -68,8 +68,9 @@ const attemptTimeout = 2 * time.Second
 // goroutine writes numbered rows through the DatabaseCluster's status.endpoints.readWrite at
 // up to 100 a second (re-reading the endpoint from the hub whenever its connection breaks), as
 // an application would; and one goroutine per instance of the database (every pod of every
-// member, found again every 2 s) tries a numbered write on that instance directly, as fast as it
-// answers. Every acknowledgement names the instance that committed it: the server's own address
+// member, found again every 2 s) tries a numbered write on that instance directly, up to 50 a
+// second (as fast as it answered, the writers starved the 2-core machine's real nodes). Every
+// acknowledgement names the instance that committed it: the server's own address
 // (inet_server_addr), mapped to its pod.
 type fleetWriter struct {
 	f      *federation
@@ -144,7 +145,7 @@ func (w *fleetWriter) discover(ctx context.Context) {
 				w.wg.Add(1)
 				go func() {
 					defer w.wg.Done()
-					w.write(ctx, func(context.Context) string { return net.JoinHostPort(ip, "5432") }, "direct", 0)
+					w.write(ctx, func(context.Context) string { return net.JoinHostPort(ip, "5432") }, "direct", 20*time.Millisecond)
 				}()
 			}
 		}

@@ -197,7 +197,10 @@ func failoverUnderWrites(t *testing.T, ns, lost string, synchronous *dbfleetv1al
 					state += fmt.Sprintf(" (rejoined epoch %d: %s %s)", r.Epoch, r.Method, r.Message)
 				}
 				sw.mark(state, true)
-				return in.Role == dbfleetv1alpha1.InstanceRunningStandby && in.Ready && mdb.Status.Epoch == newPrimary.Epoch, nil
+				// At the new epoch or a later one: a starved new primary may have fenced itself
+				// and been promoted again since.
+				return in.Role == dbfleetv1alpha1.InstanceRunningStandby && in.Ready && mdb.Status.Epoch >= newPrimary.Epoch &&
+					mdb.Status.Epoch == mdb.Spec.Epoch, nil
 			}
 		}
 		return false, nil
