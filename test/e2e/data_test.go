@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
@@ -41,25 +39,10 @@ func TestRowsCrossClusters(t *testing.T) {
 	if err := fed.hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders-superuser"}, superuser); err != nil {
 		t.Fatal(err)
 	}
+	// loginAs logs in with s's username and dbname and the given password (credentials.connect).
 	loginAs := func(endpoint string, s *corev1.Secret, password string) (*pgx.Conn, error) {
-		host, port, err := net.SplitHostPort(endpoint)
-		if err != nil {
-			return nil, err
-		}
-		p, err := strconv.Atoi(port)
-		if err != nil {
-			return nil, err
-		}
-		cfg, err := pgx.ParseConfig("")
-		if err != nil {
-			return nil, err
-		}
-		cfg.Host, cfg.Port = host, uint16(p)
-		cfg.User, cfg.Password, cfg.Database = string(s.Data["username"]), password, string(s.Data["dbname"])
-		cfg.TLSConfig, cfg.Fallbacks, cfg.ConnectTimeout = nil, nil, 5*time.Second
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		return pgx.ConnectConfig(cctx, cfg)
+		c := credentials{user: string(s.Data["username"]), password: password, dbname: string(s.Data["dbname"])}
+		return c.connect(ctx, endpoint, 10*time.Second)
 	}
 	login := func(endpoint string) (*pgx.Conn, error) {
 		return loginAs(endpoint, secret, string(secret.Data["password"]))
