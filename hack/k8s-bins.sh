@@ -13,9 +13,17 @@ cache="${DBFLEET_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dbfleet}/k8s-bins"
 out="$root/bin/k8s"
 mkdir -p "$cache" "$out"
 
-# The progress ticker of a build in flight, stopped however the script ends.
+# The progress ticker of a build in flight, stopped however the script ends. The trap must not
+# fail under set -e: a failing kill as the last command of an && list made the whole script exit
+# 1 after every cold build, once everything was built.
 ticker=""
-trap '[[ -n "$ticker" ]] && kill "$ticker" 2>/dev/null; true' EXIT
+stop_ticker() {
+	if [[ -n "$ticker" ]]; then
+		kill "$ticker" 2>/dev/null || true
+		ticker=""
+	fi
+}
+trap stop_ticker EXIT
 
 log() { printf '[k8s-bins %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -40,11 +48,11 @@ build() {
 		ticker=$!
 		# Build into a temporary name first so an interrupted build never looks cached.
 		if ! (cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$target.tmp" "$pkg"); then
-			kill "$ticker" 2>/dev/null || true
+			stop_ticker
 			log "$name: build failed"
 			return 1
 		fi
-		kill "$ticker" 2>/dev/null || true
+		stop_ticker
 		mv "$target.tmp" "$target"
 		log "$name: built in $((SECONDS - start))s"
 		# Older builds of the same binary are dead weight, except the one before this: another
