@@ -147,6 +147,13 @@ type InstanceStatus struct {
 	Pod string `json:"pod"`
 	// Role the instance really runs.
 	Role InstanceRole `json:"role"`
+	// Address is host:port of the pod's postgres by its pod IP, as the agent reads it off the
+	// Pod. In the PodIP network mode the hub points the other clusters' standbys at a newly
+	// promoted primary by it as soon as it promotes, without waiting for the share to report its
+	// read-write endpoint (they stream from it, cascading, until it runs as primary).
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Address string `json:"address,omitempty"`
 	// Timeline of its postgres.
 	// +optional
 	Timeline int64 `json:"timeline,omitempty"`

@@ -29,10 +29,10 @@ const maxDiverged = 64
 // maxStatusBody bounds what the agent reads of a /status answer.
 const maxStatusBody = 64 << 10
 
-// instanceTarget is one pod whose instance to read: its name and the URL of its /status, empty
-// when the pod has no IP yet.
+// instanceTarget is one pod whose instance to read: its name, the URL of its /status and the
+// address of its postgres, both empty when the pod has no IP yet.
 type instanceTarget struct {
-	pod, url string
+	pod, url, address string
 }
 
 // readInstance reads one instance's /status. The body is the instance manager's status JSON,
@@ -110,6 +110,7 @@ func readInstances(ctx context.Context, c *http.Client, targets []instanceTarget
 				return
 			}
 			st.Pod = t.pod // the pod the agent asked, whatever the answer says
+			st.Address = t.address
 			st.Message = truncateMessage(st.Message)
 			if st.Rejoin != nil {
 				st.Rejoin.Message = truncateMessage(st.Rejoin.Message)
@@ -203,6 +204,7 @@ func instanceTargets(mdb *dbfleetv1alpha1.MemberDatabase, pods []corev1.Pod) []i
 		t := instanceTarget{pod: pod.Name}
 		if port := statusPort(pod); port != 0 && pod.Status.PodIP != "" {
 			t.url = "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(port))) + "/status"
+			t.address = net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(engines[mdb.Spec.Database.Engine].port)))
 		}
 		targets = append(targets, t)
 	}

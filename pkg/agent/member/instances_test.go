@@ -44,14 +44,14 @@ func TestReadInstancesFromStatusEndpoints(t *testing.T) {
 
 	got := readInstances(context.Background(), http.DefaultClient, []instanceTarget{
 		{pod: "orders-2", url: failing.URL + "/status"},
-		{pod: "orders-1", url: standby.URL + "/status"},
+		{pod: "orders-1", url: standby.URL + "/status", address: "10.1.0.5:5432"},
 		{pod: "orders-3", url: slow.URL + "/status"},
 		{pod: "orders-4"},
 	})
 	if len(got) != 4 {
 		t.Fatalf("got %d instances, want 4: %+v", len(got), got)
 	}
-	want := dbfleetv1alpha1.InstanceStatus{Pod: "orders-1", Role: "standby", Timeline: 2, ReceivedLSN: "0/3000148",
+	want := dbfleetv1alpha1.InstanceStatus{Pod: "orders-1", Role: "standby", Address: "10.1.0.5:5432", Timeline: 2, ReceivedLSN: "0/3000148",
 		ReplayedLSN: "0/3000060", LagBytes: 232, Ready: true}
 	if !reflect.DeepEqual(got[0].InstanceStatus, want) || got[0].Epoch != 3 {
 		t.Errorf("orders-1: %+v, want %+v at epoch 3", got[0], want)

@@ -64,10 +64,10 @@ func DesiredRoleServices(mdb *dbfleetv1alpha1.MemberDatabase, instanceManaged bo
 }
 
 // DesiredInstanceRBAC is what a postgres database's instance managers may do in their member
-// cluster: get the share's pods by name (each reads its own Pod, for its role label and
-// annotations; the StatefulSet names them <db>-<ordinal>, so the names are known before the pods
-// exist) and get the database's primary Lease. No list or watch (the instance polls by name),
-// nothing else, and nothing to write.
+// cluster: get and watch the share's pods by name (each reads its own Pod, for its role label
+// and annotations; the StatefulSet names them <db>-<ordinal>, so the names are known before the
+// pods exist) and the database's primary Lease. The watch is by name too (a metadata.name field
+// selector, which RBAC authorises against resourceNames): no list, nothing else, nothing to write.
 func DesiredInstanceRBAC(mdb *dbfleetv1alpha1.MemberDatabase) (*corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding) {
 	ns, db := mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name
 	name := InstanceServiceAccountName(db)
@@ -80,12 +80,12 @@ func DesiredInstanceRBAC(mdb *dbfleetv1alpha1.MemberDatabase) (*corev1.ServiceAc
 		ObjectMeta: meta(),
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
-				ResourceNames: []string{fence.PrimaryLeaseName(db)}, Verbs: []string{"get"}},
+				ResourceNames: []string{fence.PrimaryLeaseName(db)}, Verbs: []string{"get", "watch"}},
 		},
 	}
 	// Empty resourceNames would mean every pod: a drained share gets no pod rule at all.
 	if pods := sharePodNames(mdb); len(pods) > 0 {
-		role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, ResourceNames: pods, Verbs: []string{"get"}})
+		role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, ResourceNames: pods, Verbs: []string{"get", "watch"}})
 	}
 	binding := &rbacv1.RoleBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},

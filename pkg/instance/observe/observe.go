@@ -11,6 +11,8 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
@@ -77,7 +79,8 @@ type Snapshot struct {
 	Err error
 }
 
-// Observer polls the Pod and the Lease.
+// Observer polls the Pod and the Lease, and watches them to read them again as soon as either
+// changes.
 type Observer struct {
 	Client    kubernetes.Interface
 	Namespace string
@@ -89,6 +92,10 @@ type Observer struct {
 	snap    Snapshot
 	changed chan struct{}
 }
+
+// watchRetry is how long a watch that failed waits before it is opened again; polling goes on
+// meanwhile, so a watch the instance's Role does not allow costs one request per watchRetry.
+const watchRetry = 30 * time.Second
 
 // Changed is signalled (without blocking) after each read that changed the snapshot.
 func (o *Observer) Changed() <-chan struct{} {
@@ -110,12 +117,32 @@ func (o *Observer) Snapshot() Snapshot {
 	return s
 }
 
-// Run polls until ctx ends.
+// Run polls until ctx ends. A change to the Pod or the Lease, seen through a watch, brings the
+// next read forward: a promotion or a new primary endpoint is acted on within the watch's
+// delivery time rather than up to Interval later (a planned switchover waits on two such reads,
+// the epoch on the target's pod and the target's new Lease). The polls stay: they are what the
+// Lease judgement rests on when no event comes, and all there is when a watch is refused.
 func (o *Observer) Run(ctx context.Context) {
 	log := logr.FromContextOrDiscard(ctx)
 	_ = o.Changed()
 	t := time.NewTicker(o.Interval)
 	defer t.Stop()
+	poke := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		o.watchNamed(ctx, "pod", o.Pod, poke, func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return o.Client.CoreV1().Pods(o.Namespace).Watch(ctx, opts)
+		})
+	}()
+	go func() {
+		defer wg.Done()
+		o.watchNamed(ctx, "lease", o.Lease, poke, func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return o.Client.CoordinationV1().Leases(o.Namespace).Watch(ctx, opts)
+		})
+	}()
 	var lastErr string
 	for {
 		err := o.read(ctx)
@@ -131,6 +158,42 @@ func (o *Observer) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-poke:
+		}
+	}
+}
+
+// watchNamed watches the one object called name (a field selector on metadata.name, which RBAC
+// authorises as a request for that name) and pokes on every event, until ctx ends. A watch that
+// fails or ends is opened again, after watchRetry when it failed at once.
+func (o *Observer) watchNamed(ctx context.Context, kind, name string, poke chan<- struct{},
+	open func(context.Context, metav1.ListOptions) (watch.Interface, error)) {
+	log := logr.FromContextOrDiscard(ctx)
+	refused := ""
+	for ctx.Err() == nil {
+		opened := time.Now()
+		w, err := open(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+		if err == nil {
+			if refused != "" {
+				log.Info("Watching again", "kind", kind, "name", name)
+				refused = ""
+			}
+			for range w.ResultChan() {
+				select {
+				case poke <- struct{}{}:
+				default:
+				}
+			}
+			w.Stop()
+		} else if ctx.Err() == nil && err.Error() != refused {
+			log.Info("Cannot watch; reading by polling alone", "kind", kind, "name", name, "err", err.Error())
+			refused = err.Error()
+		}
+		if err != nil || time.Since(opened) < time.Second {
+			select {
+			case <-ctx.Done():
+			case <-time.After(watchRetry):
+			}
 		}
 	}
 }

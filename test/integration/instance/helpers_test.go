@@ -177,12 +177,13 @@ func newProcVia(ctx context.Context, t *testing.T, pod, namespace, cluster strin
 	return p
 }
 
-// grantReadOnly is the instance's Role: get its own Pod and the primary Lease, nothing more.
+// grantReadOnly is the instance's Role, as the agent writes it: get and watch its own Pod and the
+// primary Lease by name, nothing more.
 func grantReadOnly(ctx context.Context, t *testing.T, namespace, pod, user string) {
 	t.Helper()
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: user}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"pods"}, ResourceNames: []string{pod}, Verbs: []string{"get"}},
-		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{observe.PrimaryLeaseName(database)}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, ResourceNames: []string{pod}, Verbs: []string{"get", "watch"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{observe.PrimaryLeaseName(database)}, Verbs: []string{"get", "watch"}},
 	}}
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: user},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
