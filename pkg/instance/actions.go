@@ -156,8 +156,11 @@ func (m *Manager) rejoin(ctx context.Context, d decide.Decision) (bool, error) {
 	}
 	su := m.credentials().superuser
 	// A primary just promoted has its new timeline in its control file only after its first
-	// checkpoint: before it, pg_rewind sees one timeline and finds nothing to undo.
-	if err := checkpoint(ctx, host, port, su); err != nil {
+	// checkpoint: before it, pg_rewind sees one timeline and finds nothing to undo. The same holds
+	// of an endpoint that is not primary yet (the hub names a promoted pod before it has
+	// promoted): rewound against it, a former primary holding writes the new primary never got
+	// would be told "no rewind required" and stall on the new timeline. So it waits for one.
+	if err := checkpointPrimary(ctx, host, port, su); err != nil {
 		return false, &rejoinError{fmt.Errorf("a former primary (epoch %d) rewinds before it follows %s: %w", st.PromotedEpoch, d.PrimaryEndpoint, err)}
 	}
 	m.log.Info("Rewinding a former primary to follow the new one", "promotedEpoch", st.PromotedEpoch, "epoch", d.Epoch, "primaryEndpoint", d.PrimaryEndpoint)
@@ -196,8 +199,9 @@ func (m *Manager) rejoin(ctx context.Context, d decide.Decision) (bool, error) {
 	return true, nil
 }
 
-// checkpoint runs CHECKPOINT on the server at host:port as the superuser.
-func checkpoint(ctx context.Context, host, port string, su pgsql.Credentials) error {
+// checkpointPrimary runs CHECKPOINT on the server at host:port as the superuser, once it runs
+// as primary: a server still in recovery is an error.
+func checkpointPrimary(ctx context.Context, host, port string, su pgsql.Credentials) error {
 	p, err := strconv.Atoi(port)
 	if err != nil {
 		return fmt.Errorf("port %q: %w", port, err)
@@ -213,6 +217,13 @@ func checkpoint(ctx context.Context, host, port string, su pgsql.Credentials) er
 		return err
 	}
 	defer conn.Close(context.Background())
+	var inRecovery bool
+	if err := conn.QueryRow(cctx, "SELECT pg_is_in_recovery()").Scan(&inRecovery); err != nil {
+		return fmt.Errorf("ask %s whether it is in recovery: %w", net.JoinHostPort(host, port), err)
+	}
+	if inRecovery {
+		return fmt.Errorf("%s does not run as primary yet", net.JoinHostPort(host, port))
+	}
 	if _, err := conn.Exec(cctx, "CHECKPOINT"); err != nil {
 		return fmt.Errorf("CHECKPOINT on %s: %w", net.JoinHostPort(host, port), err)
 	}

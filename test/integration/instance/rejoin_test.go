@@ -143,3 +143,67 @@ func TestFormerPrimaryThatCannotRewindKeepsItsDataAndClones(t *testing.T) {
 		t.Fatal("the new data directory still has the old one's files: not a fresh clone")
 	}
 }
+
+// A former primary pointed at a pod that does not run as primary yet (the hub names a promoted
+// pod as the primary endpoint the moment it promotes it) waits for it: rewound against a standby
+// still on the old timeline, pg_rewind would find "no rewind required" and the old primary would
+// keep rows 101-200, which the new primary never had. Once the new primary runs, it rewinds.
+func TestFormerPrimaryWaitsForItsNewPrimaryToRun(t *testing.T) {
+	ctx := context.Background()
+	eastNS, westNS := "early-east", "early-west"
+	createNamespace(ctx, t, eastNS)
+	createNamespace(ctx, t, westNS)
+	old := newProc(ctx, t, "east-4", eastNS, "east")
+	next := newProc(ctx, t, "west-5", westNS, "west")
+	createPod(ctx, t, eastNS, old.pod, decide.PodRolePrimary, 1, old.endpoint(), next.pod)
+	createPod(ctx, t, westNS, next.pod, decide.PodRoleReplica, 1, old.endpoint(), "")
+	oldLease := renew(t, eastNS, decide.Holder("east", 1))
+	old.start(t)
+	old.waitStatus(ctx, t, "primary", func(s status.Status) bool { return s.Role == status.RolePrimary && s.Ready })
+	execSQL(ctx, t, old, "CREATE TABLE rows (n int PRIMARY KEY)", "INSERT INTO rows SELECT generate_series(1, 100)")
+	next.start(t)
+	next.waitStatus(ctx, t, "streaming", func(s status.Status) bool { return s.Role == status.RoleStandby && s.Streaming })
+	waitRows(ctx, t, next, 100)
+	// next keeps running as a standby, but of nobody: rows 101-200 are the old primary's alone.
+	setPod(ctx, t, westNS, next.pod, decide.PodRoleReplica, 1, "127.0.0.1:1", "")
+	next.waitStatus(ctx, t, "a standby no longer streaming", func(s status.Status) bool { return s.Role == status.RoleStandby && !s.Streaming })
+	execSQL(ctx, t, old, "INSERT INTO rows SELECT generate_series(101, 200)")
+	oldLease.stop()
+	old.stop(t)
+
+	// The hub has promoted next at epoch 2, but its Lease has not come yet: it stays a standby.
+	setPod(ctx, t, westNS, next.pod, decide.PodRolePrimary, 2, next.endpoint(), old.pod)
+	next.waitStatus(ctx, t, "a standby waiting for its Lease", func(s status.Status) bool {
+		return s.Role == status.RoleStandby && s.Epoch == 2
+	})
+	setPod(ctx, t, eastNS, old.pod, decide.PodRoleReplica, 2, next.endpoint(), "")
+	old.start(t)
+	waiting := old.waitStatus(ctx, t, "waiting for the new primary to run", func(s status.Status) bool {
+		return strings.Contains(s.Message, "does not run as primary yet")
+	})
+	if waiting.Rejoin != nil {
+		t.Fatalf("rejoined %+v against a standby", waiting.Rejoin)
+	}
+
+	renew(t, westNS, decide.Holder("west", 2))
+	next.waitStatus(ctx, t, "promoted at epoch 2", func(s status.Status) bool {
+		return s.Role == status.RolePrimary && s.Ready && s.Timeline == 2
+	})
+	execSQL(ctx, t, next, "INSERT INTO rows SELECT generate_series(1001, 1050)")
+	old.waitStatus(ctx, t, "a streaming standby on timeline 2, rewound", func(s status.Status) bool {
+		return s.Role == status.RoleStandby && s.Streaming && s.Timeline == 2 && s.Rejoin != nil && s.Rejoin.Method == status.RejoinRewound
+	})
+	waitSameRows(ctx, t, next, old)
+	conn, err := old.connect(ctx, app, app.password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var total, diverged int
+	if err := conn.QueryRow(ctx, "SELECT count(*), count(*) FILTER (WHERE n BETWEEN 101 AND 200) FROM rows").Scan(&total, &diverged); err != nil {
+		t.Fatal(err)
+	}
+	if total != 150 || diverged != 0 {
+		t.Fatalf("the rejoined standby has %d rows, %d of them the old primary's own (101-200); want 150 and none", total, diverged)
+	}
+}
