@@ -349,7 +349,17 @@ func (m *Manager) runPrimary(ctx context.Context, d decide.Decision, snap observ
 	if err := m.syncSynchronous(ctx, snap.Synchronous, true); err != nil {
 		return err
 	}
-	standbys := snap.Standbys
+	return m.syncSlots(ctx, snap.Standbys)
+}
+
+// syncSlots keeps a physical replication slot for each of standbys (but this pod), at most once
+// a second. A primary does so for its standbys; so does a standby whose pod is the promoted
+// primary pod while it waits to promote (its Lease, the old primary's final LSN): the hub points
+// the other standbys at it as soon as it promotes the pod, and they stream from it by their
+// slots, cascading, through the promotion and onto its new timeline, so that a synchronous
+// primary's first commit finds a standby already streaming. Without the slot each of them
+// retried every wal_retrieve_retry_interval until the promotion and a second more.
+func (m *Manager) syncSlots(ctx context.Context, standbys []string) error {
 	m.mu.Lock()
 	due := time.Since(m.slotsSync) >= time.Second
 	m.mu.Unlock()

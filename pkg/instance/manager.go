@@ -66,6 +66,7 @@ type Manager struct {
 	retryAt    time.Time
 	restarts   int // postgres started again after it exited on its own (a crash)
 	slotsSync  time.Time
+	slotsErr   string        // the last error of a standby's slot sync, logged once (step)
 	server     status.Status // the last reading of the server, see server.go
 	serverAs   status.Role   // what postgres ran as when server was read
 	mismatch   mismatchCheck
@@ -267,6 +268,14 @@ func (m *Manager) step(ctx context.Context) {
 	switch d.Action {
 	case decide.ActionNone:
 		err = nil
+		if snap.Pod.Role == decide.PodRolePrimary && m.running() == status.RoleStandby {
+			// The promoted pod, waiting to promote: the slots its standbys will stream by. A
+			// failure only costs them time; the primary makes them again.
+			if serr := m.syncSlots(ctx, snap.Standbys); serr != nil && serr.Error() != m.slotsErr {
+				m.log.Info("Replication slots for the standbys to come not made yet", "err", serr.Error())
+				m.slotsErr = serr.Error()
+			}
+		}
 	case decide.ActionFence:
 		m.fence(d.FencedEpoch, d.Reason, d.Message)
 	case decide.ActionBootstrap:
