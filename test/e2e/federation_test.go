@@ -106,15 +106,26 @@ func (f *federation) localfed(out io.Writer, cmd string, args ...string) error {
 }
 
 // close stops every process of the federation by its pid file (`localfed down`). When the suite
-// failed it first copies the processes' logs to a directory it prints.
+// failed, or DBFLEET_E2E_KEEP_LOGS is set (to read a passing run's timings), it first copies the
+// processes' logs and the pods' logs to a directory it prints.
 func (f *federation) close(failed bool) error {
 	for _, p := range f.proxies {
 		p.Close()
 	}
-	if failed {
+	if failed || os.Getenv("DBFLEET_E2E_KEEP_LOGS") != "" {
 		if logs, err := os.MkdirTemp("", "dbfleet-e2e-logs-"); err == nil {
-			if err := os.CopyFS(logs, os.DirFS(f.dir.LogsDir())); err == nil {
+			err := os.CopyFS(logs, os.DirFS(f.dir.LogsDir()))
+			nodes, _ := filepath.Glob(f.dir.NodeDir("*"))
+			for _, n := range nodes {
+				podLogs := filepath.Join(n, "pod-logs") // real nodes only
+				if _, serr := os.Stat(podLogs); err == nil && serr == nil {
+					err = os.CopyFS(filepath.Join(logs, "pods-"+filepath.Base(n)), os.DirFS(podLogs))
+				}
+			}
+			if err == nil {
 				fmt.Fprintf(os.Stderr, "e2e: the federation's logs are in %s\n", logs)
+			} else {
+				fmt.Fprintf(os.Stderr, "e2e: copying the federation's logs to %s: %v\n", logs, err)
 			}
 		}
 	}

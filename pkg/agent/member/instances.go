@@ -189,6 +189,36 @@ func withMessage(msg, instanceMessage string) string {
 	return msg + ": " + instanceMessage
 }
 
+// handingOver says the share is in the middle of a primary handover that the hub waits on: a
+// replica share one of whose instances still runs as primary, or was fenced and has not said
+// where its WAL ended (the final LSN, or that there is none); or a primary share whose
+// instances run, none of them as primary yet (a standby promoting). The agent reads such a
+// share's instances every instanceHandoverRecheck: a switchover waited up to a second here on
+// each side.
+func handingOver(mdb *dbfleetv1alpha1.MemberDatabase, instances []dbfleetv1alpha1.InstanceStatus) bool {
+	if mdb.Spec.Role == dbfleetv1alpha1.RolePrimary {
+		standby := false
+		for _, in := range instances {
+			switch in.Role {
+			case dbfleetv1alpha1.InstanceRunningPrimary:
+				return false
+			case dbfleetv1alpha1.InstanceRunningStandby:
+				standby = true
+			}
+		}
+		return standby
+	}
+	for _, in := range instances {
+		switch {
+		case in.Role == dbfleetv1alpha1.InstanceRunningPrimary:
+			return true
+		case in.Role == dbfleetv1alpha1.InstanceFenced && (in.Demoted == nil || (in.Demoted.FinalLSN == "" && in.Demoted.Message == "")):
+			return true
+		}
+	}
+	return false
+}
+
 // StatusPortName is the name of the container port on which a pod's instance manager serves
 // /status; the agent reads it from each pod's spec.
 const StatusPortName = "status"

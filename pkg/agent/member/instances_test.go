@@ -169,3 +169,36 @@ func TestPromotionTokenArrivesWithTheEpoch(t *testing.T) {
 		}
 	}
 }
+
+// A share is read often only while the hub waits on it in a handover: a demoted share whose
+// primary has not stopped or not said where its WAL ended, a promoted share with no primary yet.
+func TestHandingOver(t *testing.T) {
+	in := func(role dbfleetv1alpha1.InstanceRole, demoted *dbfleetv1alpha1.InstanceDemotion) dbfleetv1alpha1.InstanceStatus {
+		return dbfleetv1alpha1.InstanceStatus{Pod: "orders-0", Role: role, Demoted: demoted}
+	}
+	share := func(role dbfleetv1alpha1.ReplicaRole) *dbfleetv1alpha1.MemberDatabase {
+		m := &dbfleetv1alpha1.MemberDatabase{}
+		m.Spec.Role = role
+		return m
+	}
+	standby := in(dbfleetv1alpha1.InstanceRunningStandby, nil)
+	for _, tc := range []struct {
+		name      string
+		share     *dbfleetv1alpha1.MemberDatabase
+		instances []dbfleetv1alpha1.InstanceStatus
+		want      bool
+	}{
+		{"demoted, still primary", share(dbfleetv1alpha1.RoleReplica), []dbfleetv1alpha1.InstanceStatus{in(dbfleetv1alpha1.InstanceRunningPrimary, nil), standby}, true},
+		{"demoted, fenced, no final LSN yet", share(dbfleetv1alpha1.RoleReplica), []dbfleetv1alpha1.InstanceStatus{in(dbfleetv1alpha1.InstanceFenced, nil)}, true},
+		{"demoted, final LSN reported", share(dbfleetv1alpha1.RoleReplica), []dbfleetv1alpha1.InstanceStatus{in(dbfleetv1alpha1.InstanceFenced, &dbfleetv1alpha1.InstanceDemotion{Epoch: 1, FinalLSN: "0/5000028"})}, false},
+		{"demoted, said it has none", share(dbfleetv1alpha1.RoleReplica), []dbfleetv1alpha1.InstanceStatus{in(dbfleetv1alpha1.InstanceFenced, &dbfleetv1alpha1.InstanceDemotion{Epoch: 1, Message: "immediate shutdown"})}, false},
+		{"replicas streaming", share(dbfleetv1alpha1.RoleReplica), []dbfleetv1alpha1.InstanceStatus{standby}, false},
+		{"promoted, still a standby", share(dbfleetv1alpha1.RolePrimary), []dbfleetv1alpha1.InstanceStatus{standby}, true},
+		{"promoted, running", share(dbfleetv1alpha1.RolePrimary), []dbfleetv1alpha1.InstanceStatus{in(dbfleetv1alpha1.InstanceRunningPrimary, nil), standby}, false},
+		{"primary share bootstrapping", share(dbfleetv1alpha1.RolePrimary), []dbfleetv1alpha1.InstanceStatus{in(dbfleetv1alpha1.InstanceStopped, nil)}, false},
+	} {
+		if got := handingOver(tc.share, tc.instances); got != tc.want {
+			t.Errorf("%s: handing over %t, want %t", tc.name, got, tc.want)
+		}
+	}
+}

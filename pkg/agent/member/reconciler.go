@@ -116,6 +116,8 @@ func retryable(errs []error) bool {
 const (
 	instanceRecheck       = 5 * time.Second
 	instanceSettleRecheck = time.Second
+	// instanceHandoverRecheck: while a primary handover is under way (handingOver).
+	instanceHandoverRecheck = 200 * time.Millisecond
 )
 
 // instanceManaged says the share's pods run the instance manager, whose /status each full pass
@@ -262,6 +264,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 			// endpoint, which the other clusters' standbys wait for, is reported a second
 			// after it runs, not up to five.
 			next = instanceSettleRecheck
+		}
+		if handingOver(mdb, pass.instances) {
+			next = instanceHandoverRecheck
 		}
 	}
 	switch err := errors.Join(applyErr, statusErr); {

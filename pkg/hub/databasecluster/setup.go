@@ -168,7 +168,9 @@ func memberDatabaseEvents(shares func(ctx context.Context, mdb *dbfleetv1alpha1.
 				priority = handler.LowPriority
 			case urgentReport(e.ObjectOld, e.ObjectNew):
 				after := reportBatch
-				if cur, ok := e.ObjectNew.(*dbfleetv1alpha1.MemberDatabase); ok && shares != nil {
+				if handoverReport(e.ObjectOld, e.ObjectNew) {
+					after = 0
+				} else if cur, ok := e.ObjectNew.(*dbfleetv1alpha1.MemberDatabase); ok && shares != nil {
 					after = reportDelay(cur, shares(ctx, cur))
 				}
 				enqueue(q, e.ObjectNew, availabilityPriority, after)
@@ -260,6 +262,17 @@ func urgentReport(old, cur client.Object) bool {
 	acked := o.Status.Epoch != 0 && o.Status.Epoch != c.Status.Epoch
 	return flipped(dbfleetv1alpha1.ConditionAvailable) || flipped(dbfleetv1alpha1.ConditionFenced) || acked ||
 		readWrite(o) != readWrite(c) || finalLSNs(o) != finalLSNs(c)
+}
+
+// handoverReport says a report carries what a primary handover waits on and nothing else can
+// come with: a demoted primary's final LSN (the switchover promotes the target on it) or a new
+// read-write endpoint (the other clusters' standbys follow it). It is reconciled at once, not
+// batched: a switchover's write gap waited reportBatch on each. They come once per handover, so
+// at 1,000 clusters there is nothing to gain from batching them.
+func handoverReport(old, cur client.Object) bool {
+	o, okOld := old.(*dbfleetv1alpha1.MemberDatabase)
+	c, okCur := cur.(*dbfleetv1alpha1.MemberDatabase)
+	return okOld && okCur && (finalLSNs(o) != finalLSNs(c) || (readWrite(c) != "" && readWrite(o) != readWrite(c)))
 }
 
 // finalLSNs are the final LSNs a share's demoted instances report: a planned switchover waits

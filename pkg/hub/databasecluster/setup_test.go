@@ -245,3 +245,42 @@ func TestTheReportCompletingADatabaseIsNotBatched(t *testing.T) {
 		})
 	}
 }
+
+// What a primary handover waits on, a demoted primary's final LSN and a new read-write
+// endpoint, is reconciled at once, however many shares are still to report; other urgent
+// reports are batched.
+func TestHandoverReportsAreNotBatched(t *testing.T) {
+	before := share("east", 2, false)
+	before.Status.Epoch = 2
+	with := func(rv string, change func(*dbfleetv1alpha1.MemberDatabase)) *dbfleetv1alpha1.MemberDatabase {
+		m := before.DeepCopy()
+		m.ResourceVersion = rv
+		change(m)
+		return m
+	}
+	for _, tc := range []struct {
+		name string
+		cur  *dbfleetv1alpha1.MemberDatabase
+		want time.Duration
+	}{
+		{"final LSN", with("11", func(m *dbfleetv1alpha1.MemberDatabase) {
+			m.Status.Instances = []dbfleetv1alpha1.InstanceStatus{{Pod: "orders-0", Demoted: &dbfleetv1alpha1.InstanceDemotion{Epoch: 1, FinalLSN: "0/5000028"}}}
+		}), 0},
+		{"new read-write endpoint", with("12", func(m *dbfleetv1alpha1.MemberDatabase) {
+			m.Status.Endpoints = &dbfleetv1alpha1.DatabaseEndpoints{ReadWrite: "10.200.1.3:5432"}
+		}), 0},
+		{"epoch acknowledged", with("13", func(m *dbfleetv1alpha1.MemberDatabase) { m.Status.Epoch = 3 }), reportBatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := &recordingQueue{added: map[string]priorityqueue.AddOpts{}}
+			memberDatabaseEvents(nil).Update(context.Background(), event.UpdateEvent{ObjectOld: before, ObjectNew: tc.cur}, q)
+			got, ok := q.added["orders"]
+			if !ok {
+				t.Fatal("shop/orders not enqueued")
+			}
+			if got.After != tc.want || ptr.Deref(got.Priority, -1) != availabilityPriority {
+				t.Errorf("enqueued after %s at priority %d, want after %s at priority %d", got.After, ptr.Deref(got.Priority, -1), tc.want, availabilityPriority)
+			}
+		})
+	}
+}
