@@ -80,10 +80,15 @@ func Write(dir string, s Settings, a Auth, owner *Owner) error {
 		{"wal_keep_size", "'128MB'"},
 		{"wal_log_hints", "on"},
 		{"recovery_target_timeline", "'latest'"},
-		// A standby whose primary went away tries again every second, not every 5 s (the
-		// default): after a failover it finds the new primary, re-pointed to it, up to 4 s
-		// sooner, and with synchronous replication the new primary's first commits wait on it.
-		{"wal_retrieve_retry_interval", "'1s'"},
+		// A standby whose primary went away tries again every 250 ms, not every 5 s (the
+		// default): after a failover it finds the new primary, re-pointed to it, seconds sooner,
+		// and with synchronous replication the new primary's first commits wait on it. A
+		// promotion waits it out too: postgres, asked to promote while its walreceiver has lost
+		// its primary, first waits one interval for more WAL (a switchover on real nodes spent
+		// 1.0 s of its 2.0 s write gap between "received promote request" and "redo done" at
+		// 1 s). The cost is a failed connection attempt, and a log line, every 250 ms while the
+		// primary is unreachable.
+		{"wal_retrieve_retry_interval", "'250ms'"},
 		{"logging_collector", "off"},
 		{"log_destination", "'stderr'"},
 	} {
