@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -352,8 +353,8 @@ func (m *Manager) runPrimary(ctx context.Context, d decide.Decision, snap observ
 	return m.syncSlots(ctx, snap.Standbys)
 }
 
-// syncSlots keeps a physical replication slot for each of standbys (but this pod), at most once
-// a second. A primary does so for its standbys; so does a standby whose pod is the promoted
+// syncSlots keeps a physical replication slot for each of standbys (but this pod), checked once
+// a second and whenever the list changes. A primary does so for its standbys; so does a standby whose pod is the promoted
 // primary pod while it waits to promote (its Lease, the old primary's final LSN): the hub points
 // the other standbys at it as soon as it promotes the pod, and they stream from it by their
 // slots, cascading, through the promotion and onto its new timeline, so that a synchronous
@@ -361,16 +362,18 @@ func (m *Manager) runPrimary(ctx context.Context, d decide.Decision, snap observ
 // retried every wal_retrieve_retry_interval until the promotion and a second more.
 func (m *Manager) syncSlots(ctx context.Context, standbys []string) error {
 	m.mu.Lock()
-	due := time.Since(m.slotsSync) >= time.Second
-	m.mu.Unlock()
-	if !due {
-		return nil
-	}
 	slots := make([]string, 0, len(standbys))
 	for _, s := range standbys {
 		if s != m.opts.PodName {
 			slots = append(slots, pgconf.SlotName(s))
 		}
+	}
+	// Once a second, and at once when the standbys change: the annotation naming them may come
+	// a moment after the role that makes this pod keep their slots.
+	due := time.Since(m.slotsSync) >= time.Second || !slices.Equal(slots, m.slotsSynced)
+	m.mu.Unlock()
+	if !due {
+		return nil
 	}
 	err := m.withConn(ctx, func(ctx context.Context, conn *pgx.Conn) error {
 		created, dropped, err := pgsql.SyncSlots(ctx, conn, pgconf.SlotPrefix, slots)
@@ -381,7 +384,7 @@ func (m *Manager) syncSlots(ctx context.Context, standbys []string) error {
 	})
 	if err == nil {
 		m.mu.Lock()
-		m.slotsSync = time.Now()
+		m.slotsSync, m.slotsSynced = time.Now(), slots
 		m.mu.Unlock()
 	}
 	return err

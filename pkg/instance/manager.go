@@ -57,19 +57,20 @@ type Manager struct {
 	mode   status.Role // what postgres was started as (or promoted to)
 	fenced bool        // stopped by a fence, not started since
 	// rolesReady: the primary has the Secrets' roles (set after EnsureRoles or a promotion).
-	rolesReady bool
-	decision   decide.Decision
-	errReason  status.Reason
-	errMsg     string
-	lastStart  time.Time
-	failed     decide.Action // the action that failed last, retried after retryAt
-	retryAt    time.Time
-	restarts   int // postgres started again after it exited on its own (a crash)
-	slotsSync  time.Time
-	slotsErr   string        // the last error of a standby's slot sync, logged once (step)
-	server     status.Status // the last reading of the server, see server.go
-	serverAs   status.Role   // what postgres ran as when server was read
-	mismatch   mismatchCheck
+	rolesReady  bool
+	decision    decide.Decision
+	errReason   status.Reason
+	errMsg      string
+	lastStart   time.Time
+	failed      decide.Action // the action that failed last, retried after retryAt
+	retryAt     time.Time
+	restarts    int // postgres started again after it exited on its own (a crash)
+	slotsSync   time.Time
+	slotsSynced []string      // the slots as last synced
+	slotsErr    string        // the last error of a standby's slot sync, logged once (step)
+	server      status.Status // the last reading of the server, see server.go
+	serverAs    status.Role   // what postgres ran as when server was read
+	mismatch    mismatchCheck
 	// creds are the Secrets' credentials in use (credentials.go); credsErr why the mounted
 	// Secrets could not be read or applied last time, nil when they were.
 	creds    credentials
