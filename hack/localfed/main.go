@@ -10,6 +10,7 @@
 //	localfed status
 //	localfed stop COMPONENT     # e.g. agent-west: a fault to watch
 //	localfed start COMPONENT    # start it again, with the command up used
+//	localfed kill MEMBER        # kill a whole member at once (its processes and containers, SIGKILL); start its components again to bring it back
 package main
 
 import (
@@ -36,6 +37,9 @@ const usage = `usage: localfed COMMAND [flags]
            are not running, 3 when none is
   stop C   stop component C (e.g. agent-west, apiserver-east) by its pid file
   start C  start component C again with the command up used
+  kill M   kill member M whole, as a power cut would (SIGKILL to its API server, controller
+           manager, scheduler, agent, kubelets, containerds and every container on its nodes);
+           prints the components to start again, in order
 
 Run 'localfed COMMAND -h' for the flags of a command.
 `
@@ -113,6 +117,11 @@ func main() {
 		err = down(d, true)
 	case "status":
 		err = status(d)
+	case "kill":
+		if fs.NArg() != 1 {
+			fail(fmt.Errorf("kill takes one member, e.g. west"))
+		}
+		err = killMember(d, fs.Arg(0))
 	case "start", "stop":
 		if fs.NArg() != 1 {
 			fail(fmt.Errorf("%s takes one component, e.g. agent-west (see localfed status)", cmd))

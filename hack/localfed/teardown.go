@@ -113,28 +113,11 @@ func killShims(st *layout.State) {
 
 // shimPids are the live containerd-shim processes whose -address is one of our sockets.
 func shimPids(st *layout.State) []int {
-	var out []int
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
-		}
-		raw, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(raw), "\x00")
-		if len(args) == 0 || !strings.Contains(filepath.Base(args[0]), "containerd-shim") {
-			continue
-		}
-		for i, a := range args {
-			if a == "-address" && i+1 < len(args) && slices.ContainsFunc(st.Nodes, func(n layout.Node) bool { return n.Socket == args[i+1] }) {
-				out = append(out, pid)
-			}
-		}
+	sockets := map[string]bool{}
+	for _, n := range st.Nodes {
+		sockets[n.Socket] = true
 	}
-	return out
+	return shimPidsOf(sockets)
 }
 
 // mountsUnder are the mount points below dir, deepest first.

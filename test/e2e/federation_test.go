@@ -69,12 +69,15 @@ type federation struct {
 	proxies map[string]*framework.Proxy
 	// stopped are the components a test stopped and has not started again.
 	stopped map[string]bool
+	// killed are the members a test killed whole and has not revived: their components, in
+	// the order to start them.
+	killed map[string][]string
 }
 
 // up starts the federation with `localfed up` and routes every agent through a proxy.
 func up(bin string, dir layout.Dir) (*federation, error) {
 	f := &federation{dir: dir, bin: bin, clusters: map[string]client.Client{}, configs: map[string]*rest.Config{},
-		proxies: map[string]*framework.Proxy{}, stopped: map[string]bool{}}
+		proxies: map[string]*framework.Proxy{}, stopped: map[string]bool{}, killed: map[string][]string{}}
 	args := []string{"--bin", bin, "--members", strings.Join(members, ","), "--volumes", "100"}
 	if !defaultTimings {
 		args = append(args, "--cluster-grace-period", clusterGracePeriod.String(), "--heartbeat-interval", heartbeatInterval.String(),
@@ -272,6 +275,41 @@ func (f *federation) start(t *testing.T, component string) {
 	}
 	delete(f.stopped, component)
 	t.Logf("localfed start %s: %s", component, strings.TrimSpace(out.String()))
+}
+
+// kill kills a whole member at once (`localfed kill`); the test's cleanup brings it back if
+// the test did not (revive).
+func (f *federation) kill(t *testing.T, member string) {
+	t.Helper()
+	var out bytes.Buffer
+	if err := f.localfed(&out, "kill", member); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	var components []string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if rest, ok := strings.CutPrefix(line, "restart: "); ok {
+			components = strings.Fields(rest)
+		}
+	}
+	if len(components) == 0 {
+		t.Fatalf("localfed kill %s named nothing to restart:\n%s", member, out.String())
+	}
+	t.Logf("localfed kill %s: %s", member, strings.TrimSpace(out.String()))
+	f.killed[member] = components
+	t.Cleanup(func() {
+		if _, dead := f.killed[member]; dead {
+			f.revive(t, member)
+		}
+	})
+}
+
+// revive starts a killed member's components again, in the order localfed gave.
+func (f *federation) revive(t *testing.T, member string) {
+	t.Helper()
+	for _, c := range f.killed[member] {
+		f.start(t, c)
+	}
+	delete(f.killed, member)
 }
 
 // partition cuts a member's agent off the hub (the agent keeps running); the test's cleanup

@@ -61,6 +61,12 @@ func TestFailoverUnderWrites(t *testing.T) {
 		return func(t *testing.T) { fed.stop(t, layout.APIServer(member)) },
 			func(t *testing.T) { fed.start(t, layout.APIServer(member)) }
 	}
+	// kill is the whole member killed at once (localfed kill: SIGKILL to its API server,
+	// controller manager, scheduler, agent, kubelet, containerd and every container of its
+	// node); heal starts its components again, API server first, and the kubelet its pods.
+	kill := func(member string) (inject, heal func(t *testing.T)) {
+		return func(t *testing.T) { fed.kill(t, member) }, func(t *testing.T) { fed.revive(t, member) }
+	}
 	// switchTo is a planned switchover: the first preference changes to target.
 	switchTo := func(ns, target string) func(string) (inject, heal func(t *testing.T)) {
 		return func(string) (inject, heal func(t *testing.T)) {
@@ -89,6 +95,7 @@ func TestFailoverUnderWrites(t *testing.T) {
 		{"FrozenAgentRequired", "frozen-required", "central", required, freeze, "agent frozen (SIGSTOP); its pods, kubelet and API server run on"},
 		{"APIServerStoppedRequired", "apiserver-required", "west", required, stopAPIServer, "API server stopped; its agent, kubelet and pods run on"},
 		{"FrozenAgentAsync", "frozen-async", "east", nil, freeze, "agent frozen (SIGSTOP), asynchronous replication"},
+		{"MemberKilledRequired", "killed-required", "east", required, kill, "the whole member killed (API server, agent, kubelet, containerd and every container: SIGKILL)"},
 		{"SwitchoverRequired", "switchover-required", "central", required, switchTo("switchover-required", "west"), "switchover to west asked (spec.primary.preferredClusters)"},
 	}
 	for _, tc := range cases {

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dbfleet/dbfleet/hack/localfed/layout"
+	"github.com/dbfleet/dbfleet/test/framework/process"
+)
+
+// killMember kills a whole member cluster at once, as a power cut would: SIGKILL, with no chance
+// to shut down cleanly, to its API server, controller manager, scheduler and agent, its nodes'
+// kubelets and containerds, and every container on those nodes (the containerd shims and all
+// their descendants, postgres among them). Volumes, the etcd the API servers share and the
+// state directory stay. `localfed start` brings each component back (API server first); the
+// kubelets then start the pods again from their volumes. It prints the components it killed
+// (in the order to start them again, one per line after "restart:").
+func killMember(d layout.Dir, member string) error {
+	st, err := d.Load()
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(st.Members, func(m layout.Member) bool { return m.Name == member }) {
+		return fmt.Errorf("no member %q", member)
+	}
+	nodes := st.NodesOf(member)
+	components := []string{layout.APIServer(member), layout.ControllerManager(member), layout.Scheduler(member)}
+	for _, n := range nodes {
+		components = append(components, layout.Containerd(n.Name), layout.Kubelet(n.Name))
+	}
+	components = append(components, layout.Agent(member))
+
+	var pids []int
+	for _, c := range components {
+		if pid, alive := pidStatus(d, c); alive {
+			pids = append(pids, pid)
+		}
+	}
+	for _, n := range nodes {
+		sockets := map[string]bool{n.Socket: true}
+		for _, shim := range shimPidsOf(sockets) {
+			pids = append(pids, shim)
+			pids = append(pids, descendants(shim)...)
+		}
+	}
+	// Stopped first, so that nothing restarts or reaps what is killed next.
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range pids {
+		for process.Running(pid, "") && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for _, c := range components {
+		_ = os.Remove(d.PidFile(c))
+	}
+	say("%s: killed %d processes (%d components and the containers of %d node(s))", member, len(pids), len(components), len(nodes))
+	fmt.Println("restart: " + strings.Join(components, " "))
+	return nil
+}
+
+// shimPidsOf are the live containerd-shim processes serving one of sockets.
+func shimPidsOf(sockets map[string]bool) []int {
+	var out []int
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(raw), "\x00")
+		if len(args) == 0 || !strings.Contains(filepath.Base(args[0]), "containerd-shim") {
+			continue
+		}
+		for i, a := range args {
+			if a == "-address" && i+1 < len(args) && sockets[args[i+1]] {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+// descendants are every process below pid, by parent pid.
+func descendants(pid int) []int {
+	children := map[int][]int{}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		child, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		if parent := parentOf(child); parent > 0 {
+			children[parent] = append(children[parent], child)
+		}
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		next := queue[0]
+		queue = queue[1:]
+		for _, c := range children[next] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
