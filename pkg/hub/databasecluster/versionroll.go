@@ -153,12 +153,12 @@ func planRoll(want *dbfleetv1alpha1.DatabaseTemplate, primary *dbfleetv1alpha1.P
 	}
 	from := versionsOf(old)
 	switch {
+	case waiting != nil && onNew(*prim):
+		plan.step = fmt.Sprintf("rolling %sto %s: the primary runs %s on %s at epoch %d; waiting for the share on %s to run %s and be Available (%d of %d standby shares done)",
+			from, want.Version, want.Version, prim.cluster, epoch, waiting.cluster, want.Version, done, len(standbys))
 	case waiting != nil:
-		plan.step = fmt.Sprintf("rolling %sto %s, standbys first: waiting for the share on %s to run %s and be Available (%d of %d standby shares done)",
-			from, want.Version, waiting.cluster, want.Version, done, len(standbys))
-		if !onNew(*prim) {
-			plan.step += fmt.Sprintf("; the primary's share on %s stays on %s until the switchover", prim.cluster, prim.asked())
-		}
+		plan.step = fmt.Sprintf("rolling %sto %s, standbys first: waiting for the share on %s to run %s and be Available (%d of %d standby shares done); "+
+			"the primary's share on %s stays on %s until the switchover", from, want.Version, waiting.cluster, want.Version, done, len(standbys), prim.cluster, prim.asked())
 	case next != nil && !primaryServing(*prim, epoch):
 		plan.step = fmt.Sprintf("rolling %sto %s: waiting for the primary on %s to be Available at epoch %d before updating the share on %s",
 			from, want.Version, prim.cluster, epoch, next.cluster)
