@@ -24,6 +24,8 @@ type rollAgents struct {
 	f    *fixture
 	name string
 	done map[string]bool
+	// check, when set, is what must hold of the shares at every look; it says what does not.
+	check func(map[string]*dbfleetv1alpha1.MemberDatabase) string
 }
 
 // report brings the finished shares' reports up to date and returns the MemberDatabases by
@@ -57,13 +59,22 @@ func (a *rollAgents) wait(what string, cond func(map[string]*dbfleetv1alpha1.Mem
 	a.f.t.Helper()
 	var mdbs map[string]*dbfleetv1alpha1.MemberDatabase
 	dbc := &dbfleetv1alpha1.DatabaseCluster{}
+	broken := ""
 	err := framework.WaitFor(a.f.ctx, framework.DefaultTimeout, what, func(ctx context.Context) (bool, error) {
 		mdbs = a.report()
+		if a.check != nil {
+			if broken = a.check(mdbs); broken != "" {
+				return true, nil
+			}
+		}
 		if err := a.f.c.Get(ctx, client.ObjectKey{Namespace: a.f.ns, Name: a.name}, dbc); err != nil {
 			return false, err
 		}
 		return cond(mdbs, dbc), nil
 	})
+	if broken != "" {
+		a.f.t.Fatalf("while waiting for %s: %s\nshares: %s", what, broken, versions(mdbs))
+	}
 	if err != nil {
 		a.f.t.Fatalf("%v\nshares: %s\nlast status: %s", err, versions(mdbs), describe(dbc))
 	}
@@ -123,6 +134,28 @@ func TestMinorVersionRollsStandbysFirstThenSwitchesOverThenUpdatesTheOldPrimary(
 	}
 	slices.Sort(standbys)
 
+	// Throughout: never more than one share between versions (asked for one, running another).
+	oneAtATime := func(m map[string]*dbfleetv1alpha1.MemberDatabase) string {
+		var updating []string
+		for _, cluster := range sortedKeys(m) {
+			if m[cluster].Spec.Database.Version != m[cluster].Status.Version {
+				updating = append(updating, cluster)
+			}
+		}
+		if len(updating) > 1 {
+			return fmt.Sprintf("shares %v are updated at the same time", updating)
+		}
+		return ""
+	}
+	agents.check = func(m map[string]*dbfleetv1alpha1.MemberDatabase) string {
+		if msg := oneAtATime(m); msg != "" {
+			return msg
+		}
+		if v := m[primary].Spec.Database.Version; v != old {
+			return fmt.Sprintf("the primary's share on %s asked for %s before the switchover", primary, v)
+		}
+		return ""
+	}
 	f.updateDatabase("orders", func(d *dbfleetv1alpha1.DatabaseCluster) { d.Spec.Version = next })
 
 	// 1. The standbys' shares, one at a time.
@@ -171,6 +204,7 @@ func TestMinorVersionRollsStandbysFirstThenSwitchesOverThenUpdatesTheOldPrimary(
 	f.waitEvent("orders", "PrimaryChanged", primary, newPrimary)
 
 	// 3. The former primary's share waits for the new primary to take writes at epoch 2.
+	agents.check = oneAtATime
 	agents.wait("the former primary's share held until the new primary is Available", func(_ map[string]*dbfleetv1alpha1.MemberDatabase, d *dbfleetv1alpha1.DatabaseCluster) bool {
 		return rollingVersion(d, fmt.Sprintf("waiting for the primary on %s to be Available at epoch 2 before updating the share on %s", newPrimary, primary))
 	})
