@@ -47,14 +47,21 @@ type rollPlan struct {
 	step string
 }
 
-// template is the DatabaseTemplate the plan writes into the share on cluster, whose
-// MemberDatabase is existing (nil: none yet).
-func (p rollPlan) template(dbc *dbfleetv1alpha1.DatabaseCluster, cluster string, existing *dbfleetv1alpha1.MemberDatabase) dbfleetv1alpha1.DatabaseTemplate {
-	t := *dbc.Spec.DatabaseTemplate.DeepCopy()
+// apply gives t, the DatabaseTemplate written into the share on cluster (a copy of the
+// DatabaseCluster's), the version and image that share was last written with (existing) when the
+// plan holds it; every other change of the template reaches it.
+func (p rollPlan) apply(t *dbfleetv1alpha1.DatabaseTemplate, cluster string, existing *dbfleetv1alpha1.MemberDatabase) {
 	if p.hold[cluster] && existing != nil {
 		t.Version, t.Image = existing.Spec.Database.Version, existing.Spec.Database.Image
 	}
-	return t
+}
+
+// keep holds the share on cluster at its version.
+func (p *rollPlan) keep(cluster string) {
+	if p.hold == nil {
+		p.hold = map[string]bool{}
+	}
+	p.hold[cluster] = true
 }
 
 // planRoll decides how a change of spec.version reaches the shares of a postgres database, from
@@ -75,13 +82,13 @@ func (p rollPlan) template(dbc *dbfleetv1alpha1.DatabaseCluster, cluster string,
 // A change of spec.image alone, or of any other engine's version, goes to every share at once.
 // Evicted shares, which are leaving, keep the version they run.
 func planRoll(want *dbfleetv1alpha1.DatabaseTemplate, primary *dbfleetv1alpha1.PrimaryStatus, placed, evicting []rollShare) rollPlan {
-	plan := rollPlan{hold: map[string]bool{}}
+	var plan rollPlan
 	if want.Engine != dbfleetv1alpha1.EnginePostgres {
 		return plan
 	}
 	for _, s := range evicting {
 		if s.mdb != nil && s.asked() != want.Version {
-			plan.hold[s.cluster] = true
+			plan.keep(s.cluster)
 		}
 	}
 	onNew := func(s rollShare) bool { return s.mdb == nil || s.asked() == want.Version }
@@ -119,7 +126,7 @@ func planRoll(want *dbfleetv1alpha1.DatabaseTemplate, primary *dbfleetv1alpha1.P
 		}
 		if !onNew(s) {
 			old = append(old, s)
-			plan.hold[s.cluster] = true
+			plan.keep(s.cluster)
 		}
 	}
 	if prim == nil {

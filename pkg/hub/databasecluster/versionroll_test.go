@@ -180,15 +180,20 @@ func TestPlanRoll(t *testing.T) {
 
 // A held share keeps the version and image it was written with and takes every other change;
 // the others get the DatabaseCluster's template as it is.
-func TestRollPlanTemplate(t *testing.T) {
+func TestRollPlanApply(t *testing.T) {
 	dbc := newDB(2)
 	dbc.Spec.Engine, dbc.Spec.Version, dbc.Spec.Image = dbfleetv1alpha1.EnginePostgres, "16.5", "registry.example/postgres:16.5"
 	existing := rollMDB(dbfleetv1alpha1.RolePrimary, 1, "16.4", "16.4", true)
-	plan := rollPlan{hold: map[string]bool{"b": true}}
-	if got := plan.template(dbc, "b", existing); got.Version != "16.4" || got.Image != "registry.example/postgres:16.4" || !got.Storage.Size.Equal(dbc.Spec.Storage.Size) {
-		t.Errorf("held share: version %q image %q storage %s, want 16.4, its old image and the current storage", got.Version, got.Image, got.Storage.Size.String())
+	var plan rollPlan
+	plan.keep("b")
+	held := *dbc.Spec.DatabaseTemplate.DeepCopy()
+	plan.apply(&held, "b", existing)
+	if held.Version != "16.4" || held.Image != "registry.example/postgres:16.4" || !held.Storage.Size.Equal(dbc.Spec.Storage.Size) {
+		t.Errorf("held share: version %q image %q storage %s, want 16.4, its old image and the current storage", held.Version, held.Image, held.Storage.Size.String())
 	}
-	if got := plan.template(dbc, "a", existing); got.Version != "16.5" || got.Image != "registry.example/postgres:16.5" {
-		t.Errorf("share not held: version %q image %q, want the DatabaseCluster's", got.Version, got.Image)
+	other := *dbc.Spec.DatabaseTemplate.DeepCopy()
+	plan.apply(&other, "a", existing)
+	if other.Version != "16.5" || other.Image != "registry.example/postgres:16.5" {
+		t.Errorf("share not held: version %q image %q, want the DatabaseCluster's", other.Version, other.Image)
 	}
 }

@@ -285,3 +285,109 @@ func TestVersionRollResumesAfterAHubRestart(t *testing.T) {
 		t.Fatalf("the primary's share after the restart: %s", versions(mdbs))
 	}
 }
+
+// A failover in the middle of a roll: the primary's cluster is lost while the first standby's
+// share is being updated, and the failover promotes the share still on the old version (it has
+// come furthest in the WAL). The roll goes on from what is there: the share being updated
+// finishes, the primary is switched over again to it (with the promotion token of a planned
+// move), the share that was promoted is updated last, and the lost primary's evicted share keeps
+// the old version.
+func TestAFailoverDuringAVersionRollIsFollowedByASwitchoverToTheNewVersion(t *testing.T) {
+	const old, next = "16.4", "16.5"
+	f := newFixture(t)
+	startHub(t)
+	f.member("a", "r1", 100)
+	f.member("b", "r2", 100)
+	f.member("c", "r3", 100)
+	failoverPolicy(f, 1)
+	f.database("orders", 3, map[string]string{"app": "orders"})
+	dbc := f.waitDatabase("orders", "placed on three clusters", func(d *dbfleetv1alpha1.DatabaseCluster) bool { return len(d.Status.Placements) == 3 })
+	f.waitMemberDatabases("orders", shares(dbc))
+	agents := &rollAgents{f: f, name: "orders", done: map[string]bool{}}
+	for _, p := range dbc.Status.Placements {
+		agents.done[p.Cluster] = true
+	}
+	primary := dbc.Status.Primary.Cluster
+	var standbys []string
+	for _, p := range dbc.Status.Placements {
+		if p.Cluster != primary {
+			standbys = append(standbys, p.Cluster)
+		}
+	}
+	slices.Sort(standbys)
+	updating, behind := standbys[0], standbys[1]
+	mdbs := f.memberDatabases("orders")
+	// behind has received more WAL than updating: a failover promotes it.
+	f.reportInstances(mdbs[primary], dbfleetv1alpha1.InstanceStatus{Pod: "orders-" + primary, Role: dbfleetv1alpha1.InstanceRunningPrimary, Ready: true,
+		ReceivedLSN: "0/5000000", ReplayedLSN: "0/5000000"})
+	f.reportInstances(mdbs[behind], dbfleetv1alpha1.InstanceStatus{Pod: "orders-" + behind, Role: dbfleetv1alpha1.InstanceRunningStandby, Ready: true,
+		ReceivedLSN: "0/5000000", ReplayedLSN: "0/5000000"})
+	f.reportInstances(mdbs[updating], dbfleetv1alpha1.InstanceStatus{Pod: "orders-" + updating, Role: dbfleetv1alpha1.InstanceRunningStandby, Ready: true,
+		ReceivedLSN: "0/3000000", ReplayedLSN: "0/3000000"})
+	agents.wait("available on "+old, func(_ map[string]*dbfleetv1alpha1.MemberDatabase, d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return hasCondition(d, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue, "")
+	})
+
+	agents.done[updating] = false
+	f.updateDatabase("orders", func(d *dbfleetv1alpha1.DatabaseCluster) { d.Spec.Version = next })
+	agents.wait("the first standby's share asked for "+next, func(m map[string]*dbfleetv1alpha1.MemberDatabase, d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return m[updating].Spec.Database.Version == next && rollingVersion(d, "waiting for the share on "+updating)
+	})
+
+	// The primary's cluster is lost; the share still on the old version takes the primary.
+	agents.done[primary] = false
+	f.loseCluster(primary, 1)
+	mdbs, d := agents.wait("failed over to "+behind, func(_ map[string]*dbfleetv1alpha1.MemberDatabase, d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return d.Status.Primary.Cluster == behind && len(d.Status.Evictions) == 1
+	})
+	if v := mdbs[behind].Spec.Database.Version; v != old || d.Status.Primary.Epoch != 2 {
+		t.Fatalf("after the failover: primary %+v, its share asked for %s; want %s at epoch 2 on %s", d.Status.Primary, v, behind, old)
+	}
+
+	// The updated share finishes; the primary is switched over to it, the promoted share
+	// keeping the old version meanwhile.
+	agents.done[updating] = true
+	agents.check = func(m map[string]*dbfleetv1alpha1.MemberDatabase) string {
+		if v := m[behind].Spec.Database.Version; v != old {
+			return fmt.Sprintf("the failed-over primary's share on %s asked for %s before the switchover", behind, v)
+		}
+		if e := m[primary]; e != nil && e.Spec.Database.Version != old { // until it is purged
+			return fmt.Sprintf("the lost primary's evicted share on %s asked for %s", primary, e.Spec.Database.Version)
+		}
+		return ""
+	}
+	agents.done[behind] = false // its agent confirms the demotion when the test says
+	mdbs, _ = agents.wait("the failed-over primary told to step down", func(m map[string]*dbfleetv1alpha1.MemberDatabase, _ *dbfleetv1alpha1.DatabaseCluster) bool {
+		return m[behind].Spec.Role == dbfleetv1alpha1.RoleReplica && m[behind].Spec.Epoch == 3
+	})
+	const final = "0/5000100"
+	f.reportInstances(mdbs[behind], dbfleetv1alpha1.InstanceStatus{Pod: "orders-" + behind, Role: dbfleetv1alpha1.InstanceFenced,
+		Demoted: &dbfleetv1alpha1.InstanceDemotion{Epoch: 2, FinalLSN: final, Timeline: 2}})
+	agents.done[behind] = true
+	_, d = agents.wait("switched over to "+updating, func(_ map[string]*dbfleetv1alpha1.MemberDatabase, d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return d.Status.Primary.Cluster == updating
+	})
+	if p := d.Status.Primary; p.Epoch != 3 || p.PromoteAfterLSN != final {
+		t.Errorf("primary %+v, want %s at epoch 3 promoted after %s", p, updating, final)
+	}
+
+	// Then the share that was promoted by the failover.
+	agents.check = func(m map[string]*dbfleetv1alpha1.MemberDatabase) string {
+		if e := m[primary]; e != nil && e.Spec.Database.Version != old { // until it is purged
+			return fmt.Sprintf("the lost primary's evicted share on %s asked for %s", primary, e.Spec.Database.Version)
+		}
+		return ""
+	}
+	_, d = agents.wait("every placed share on "+next, func(m map[string]*dbfleetv1alpha1.MemberDatabase, d *dbfleetv1alpha1.DatabaseCluster) bool {
+		for _, p := range d.Status.Placements {
+			if p.Version != next {
+				return false
+			}
+		}
+		return m[behind].Spec.Database.Version == next && !rollingVersion(d, "")
+	})
+	if p := d.Status.Primary; p.Cluster != updating || p.Epoch != 3 {
+		t.Errorf("primary %+v after the roll, want it to stay on %s at epoch 3", p, updating)
+	}
+	f.waitEvent("orders", "VersionRolled", next, updating)
+}
