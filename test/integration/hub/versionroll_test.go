@@ -363,13 +363,18 @@ func TestAFailoverDuringAVersionRollIsFollowedByASwitchoverToTheNewVersion(t *te
 	const final = "0/5000100"
 	f.reportInstances(mdbs[behind], dbfleetv1alpha1.InstanceStatus{Pod: "orders-" + behind, Role: dbfleetv1alpha1.InstanceFenced,
 		Demoted: &dbfleetv1alpha1.InstanceDemotion{Epoch: 2, FinalLSN: final, Timeline: 2}})
-	agents.done[behind] = true
+	// The target's agent reports its promotion when the test says.
+	agents.done[updating], agents.done[behind] = false, true
 	_, d = agents.wait("switched over to "+updating, func(_ map[string]*dbfleetv1alpha1.MemberDatabase, d *dbfleetv1alpha1.DatabaseCluster) bool {
 		return d.Status.Primary.Cluster == updating
 	})
 	if p := d.Status.Primary; p.Epoch != 3 || p.PromoteAfterLSN != final {
 		t.Errorf("primary %+v, want %s at epoch 3 promoted after %s", p, updating, final)
 	}
+	agents.wait("the failed-over primary's share held until the new primary is Available", func(_ map[string]*dbfleetv1alpha1.MemberDatabase, d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return rollingVersion(d, fmt.Sprintf("waiting for the primary on %s to be Available at epoch 3 before updating the share on %s", updating, behind))
+	})
+	agents.done[updating] = true
 
 	// Then the share that was promoted by the failover.
 	agents.check = func(m map[string]*dbfleetv1alpha1.MemberDatabase) string {
