@@ -334,6 +334,11 @@ type ClusterPlacement struct {
 	// State summarises the share.
 	// +optional
 	State PlacementState `json:"state,omitempty"`
+	// Version is the engine version the share really runs, as its agent last reported it
+	// (MemberDatabase status.version); empty until it has.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Version string `json:"version,omitempty"`
 }
 
 // EvictionReason says why a share left its cluster.
@@ -481,6 +486,10 @@ const (
 	ReasonEvictingShares = "EvictingShares"
 	// ReasonWaitingForMemberCleanup (True): deletion waits for clusters to remove their shares.
 	ReasonWaitingForMemberCleanup = "WaitingForMemberCleanup"
+	// ReasonRollingVersion (True): a change of spec.version goes from share to share: the
+	// standbys' shares one at a time, then a switchover to a share on the new version, then the
+	// former primary's share. The message names the step.
+	ReasonRollingVersion = "RollingVersion"
 	// ReasonUpToDate (False): every share is up to date. The agent gives a MemberDatabase's
 	// Progressing the same reason.
 	ReasonUpToDate = "UpToDate"

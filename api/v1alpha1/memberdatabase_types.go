@@ -109,6 +109,13 @@ type MemberDatabaseStatus struct {
 	// Epoch the agent acted on last.
 	// +optional
 	Epoch int64 `json:"epoch,omitempty"`
+	// Version is the engine version the share really runs: the agent sets it to
+	// spec.database.version once every wanted pod runs the StatefulSet's current template, of
+	// that version's image, and is ready, and keeps the previous value until then. The hub rolls
+	// a version change across the shares by it (standbys first, the primary's share last).
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Version string `json:"version,omitempty"`
 	// Instances are what each postgres pod's instance manager reports of itself (its /status),
 	// read by the agent; empty without the instance manager.
 	// +listType=map
@@ -370,6 +377,7 @@ const (
 // +kubebuilder:printcolumn:name="Epoch",type=integer,JSONPath=`.spec.epoch`
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`
 // +kubebuilder:printcolumn:name="Start",type=integer,JSONPath=`.spec.ordinals.start`,priority=1
 // +kubebuilder:printcolumn:name="Primary Ordinal",type=integer,JSONPath=`.spec.primaryOrdinal`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -63,7 +63,9 @@
 //     that did not grow keeps its start; one that grew keeps it when the new ordinals are free.
 //     A cluster's first range starts at a free multiple of OrdinalBlock (1000, the API's largest
 //     spec.replicas), so shares can grow without running into each other.
-//   - Primary: on Input.Switchover the first preferred cluster holding a replica and healthy
+//   - Primary: while the current primary is healthy, on Input.SwitchoverTo the best of those
+//     clusters (in the order below) holding a replica and healthy, or else the current primary;
+//     on Input.Switchover the first preferred cluster holding a replica and healthy
 //     (Ready, not counting down a NoExecute toleration); else the current primary while its
 //     cluster holds a replica and is healthy; else the healthy holder whose share has come
 //     furthest in the WAL (Input.Progress: received, then replayed), then the first preferred,

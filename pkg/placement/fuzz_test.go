@@ -124,7 +124,7 @@ func FuzzStable(f *testing.F) {
 		again := in
 		again.Clusters = applied(in, d1)
 		again.Previous = &d1
-		again.Switchover = false
+		again.Switchover, again.SwitchoverTo = false, nil // one-shot asks: the primary moves once
 		if d, ok := schedule(t, again); !ok {
 			if !spreadLeanedOnLostHolder(in, d1) {
 				t.Fatalf("rescheduling with the decision in force failed\ninput: %s", describe(in))

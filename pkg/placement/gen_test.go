@@ -101,6 +101,13 @@ func genInput(seed1, seed2 uint64) Input {
 			in.ReservedOrdinals = []v1alpha1.OrdinalRange{reserved}
 		}
 	}
+	if chance(0.1) {
+		// A version roll's switchover to the shares already on the new version. Drawn last, so
+		// the rest of an input is what the same seeds gave before.
+		for range 1 + r.IntN(3) {
+			in.SwitchoverTo = append(in.SwitchoverTo, pick(names...))
+		}
+	}
 	return in
 }
 

@@ -157,7 +157,7 @@ func sharesAndPrimary(d Decision) string {
 // describe renders an input for failure messages.
 func describe(in Input) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "replicas=%d preferred=%v switchover=%v reserved=%v\n", in.Replicas, in.PreferredPrimaries, in.Switchover, in.ReservedOrdinals)
+	fmt.Fprintf(&b, "replicas=%d preferred=%v switchover=%v switchoverTo=%v reserved=%v\n", in.Replicas, in.PreferredPrimaries, in.Switchover, in.SwitchoverTo, in.ReservedOrdinals)
 	for _, c := range in.Clusters {
 		fmt.Fprintf(&b, "  cluster %s ready=%v avail=%d unlimited=%v region=%q zone=%q provider=%q labels=%v", c.Name, c.Ready, c.AvailableReplicas, c.Unlimited, c.Region, c.Zone, c.Provider, c.Labels)
 		for _, t := range c.Taints {

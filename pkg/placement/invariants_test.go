@@ -229,7 +229,19 @@ func checkPrimary(in Input, d Decision) []string {
 	if in.Previous != nil {
 		prev = in.Previous.Primary
 	}
+	canTake := func(name string) bool { return slices.Contains(in.SwitchoverTo, name) && holds(name) && healthy(name) }
 	switch {
+	case len(in.SwitchoverTo) > 0 && prev != "" && holds(prev) && healthy(prev):
+		// A switchover to a set: into the set when one of it can take the primary, else it stays.
+		target := slices.ContainsFunc(d.Shares, func(s Share) bool { return canTake(s.Cluster) })
+		switch {
+		case slices.Contains(in.SwitchoverTo, prev) || !target:
+			if d.Primary != prev {
+				fail("switchover to %v: primary should stay on %q, got %q", in.SwitchoverTo, prev, d.Primary)
+			}
+		case !canTake(d.Primary):
+			fail("switchover to %v: primary %q is not one of them that can take it", in.SwitchoverTo, d.Primary)
+		}
 	case in.Switchover && firstPreferred != "":
 		if d.Primary != firstPreferred {
 			fail("switchover should move the primary to %q, got %q", firstPreferred, d.Primary)

@@ -8,7 +8,10 @@ import (
 // choosePrimary picks the cluster whose share holds the primary. shares are in name order and
 // owners[k] is the node of shares[k]. A cluster is healthy when it is Ready and no NoExecute
 // toleration is counting down on it. In order:
-//  1. on a requested switchover, the first preferred cluster that holds a replica and is healthy;
+//  1. on a switchover to one of Input.SwitchoverTo while the current primary is healthy, the best
+//     of them (as in 3) that holds a replica and is healthy, or else the current primary;
+//     on a requested switchover (Input.Switchover), the first preferred cluster that holds a
+//     replica and is healthy;
 //  2. the current primary, while its cluster holds a replica and is healthy;
 //  3. among the healthy clusters holding a replica, the one whose share has come furthest in the
 //     WAL (Input.Progress: the least data lost); on equal progress the first preferred one, then
@@ -54,20 +57,31 @@ func (s *scheduler) choosePrimary(shares []Share, owners []int32) string {
 		}
 		return shares[a].Replicas > shares[b].Replicas // name order: ties keep the first name
 	}
-	best := func(needHealthy bool) int {
+	best := func(needHealthy bool, among func(int) bool) int {
 		found := -1
 		for k := range shares {
-			if (!needHealthy || healthy(k)) && (found < 0 || better(k, found)) {
+			if (!needHealthy || healthy(k)) && among(k) && (found < 0 || better(k, found)) {
 				found = k
 			}
 		}
 		return found
 	}
+	anyShare := func(int) bool { return true }
 	current := -1
 	if s.in.Previous != nil {
 		current = find(s.in.Previous.Primary)
 	}
 
+	if len(s.in.SwitchoverTo) > 0 && current >= 0 && healthy(current) {
+		target := func(k int) bool { return slices.Contains(s.in.SwitchoverTo, shares[k].Cluster) }
+		if target(current) {
+			return shares[current].Cluster
+		}
+		if k := best(true, target); k >= 0 {
+			return shares[k].Cluster
+		}
+		return shares[current].Cluster
+	}
 	if s.in.Switchover {
 		if k := preferred(true); k >= 0 {
 			return shares[k].Cluster
@@ -77,7 +91,7 @@ func (s *scheduler) choosePrimary(shares []Share, owners []int32) string {
 		if current >= 0 && (!needHealthy || healthy(current)) {
 			return shares[current].Cluster
 		}
-		if k := best(needHealthy); k >= 0 {
+		if k := best(needHealthy, anyShare); k >= 0 {
 			return shares[k].Cluster
 		}
 	}

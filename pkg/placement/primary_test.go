@@ -21,6 +21,7 @@ func TestPrimary(t *testing.T) {
 		previous   *Decision
 		preferred  []string
 		switchover bool
+		to         []string
 		progress   map[string]WALProgress
 		want       string
 	}{
@@ -47,6 +48,20 @@ func TestPrimary(t *testing.T) {
 		{name: "progress does not move a healthy primary", clusters: fleet(ready("b", 9)),
 			previous: withPrimary(previous("a", 2, "b", 3, "c", 3), "b"),
 			progress: map[string]WALProgress{"a": {Received: 9 << 24}, "b": {Received: 1}}, want: "b"},
+		{name: "a switchover to a set of clusters takes the best of them", clusters: fleet(ready("b", 9)),
+			previous: withPrimary(previous("a", 2, "b", 3, "c", 3), "a"), to: []string{"b", "c"}, preferred: []string{"c"}, want: "c"},
+		{name: "among the set, the share furthest in the WAL first", clusters: fleet(ready("b", 9)),
+			previous: withPrimary(previous("a", 2, "b", 3, "c", 3), "a"), to: []string{"b", "c"}, preferred: []string{"c"},
+			progress: map[string]WALProgress{"b": {Received: 9 << 24}, "c": {Received: 8 << 24}}, want: "b"},
+		{name: "a switchover set comes before the preferred cluster", clusters: fleet(ready("b", 9)),
+			previous: withPrimary(previous("a", 2, "b", 3, "c", 3), "a"), to: []string{"b"}, preferred: []string{"c"}, switchover: true, want: "b"},
+		{name: "a switchover set whose clusters cannot take it leaves the primary where it is", clusters: fleet(notReady(ready("b", 9))),
+			previous: withPrimary(previous("a", 2, "b", 3, "c", 3), "a"), to: []string{"b", "x"}, want: "a"},
+		{name: "the current primary in the switchover set stays", clusters: fleet(ready("b", 9)),
+			previous: withPrimary(previous("a", 2, "b", 3, "c", 3), "a"), to: []string{"a", "c"}, want: "a"},
+		{name: "a switchover set does not steer a failover", clusters: fleet(notReady(ready("b", 9))),
+			previous: withPrimary(previous("a", 2, "b", 3, "c", 3), "b"), to: []string{"a"},
+			progress: map[string]WALProgress{"a": {Received: 1 << 24}, "c": {Received: 5 << 24}}, want: "c"},
 		{name: "it stays on an unhealthy cluster when no holder is healthy", clusters: []Cluster{notReady(ready("a", 9)), notReady(ready("b", 9))},
 			previous: withPrimary(previous("a", 2, "b", 3), "a"), want: "a"},
 	}
@@ -55,7 +70,7 @@ func TestPrimary(t *testing.T) {
 			p := dynamicPlacement()
 			p.ClusterTolerations = []corev1.Toleration{toleration(v1alpha1.TaintClusterUnreachable, corev1.TaintEffectNoExecute, ptr.To[int64](30))}
 			in := Input{Replicas: tt.previous.TotalReplicas(), Clusters: tt.clusters, Placement: p, Previous: tt.previous,
-				PreferredPrimaries: tt.preferred, Switchover: tt.switchover, Progress: tt.progress}
+				PreferredPrimaries: tt.preferred, Switchover: tt.switchover, SwitchoverTo: tt.to, Progress: tt.progress}
 			d := mustSchedule(t, in)
 			if d.Primary != tt.want {
 				t.Errorf("primary = %q, want %q (shares %s)", d.Primary, tt.want, sharesOf(d))

@@ -41,6 +41,13 @@ type Input struct {
 	// that holds a replica and is ready, even though the current primary is healthy. The caller
 	// sets it when the first preferred cluster changed since the previous decision.
 	Switchover bool
+	// SwitchoverTo asks for a planned switchover to one of these clusters (the hub's version
+	// roll hands the primary to a share already on the new version): while the current primary
+	// is healthy, it moves to the best of them that holds a replica and is healthy, in the order
+	// a primary that has to move is chosen (WAL progress, preference, replicas, name); if none
+	// can take it, it stays. It comes before Switchover. It never steers a failover: when the
+	// current primary is not healthy, the primary is chosen as if it were empty.
+	SwitchoverTo []string
 	// Placement is the matched policy's placement.
 	Placement policyv1alpha1.Placement
 	// Clusters is the fleet, in any order.

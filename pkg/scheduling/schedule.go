@@ -75,6 +75,11 @@ type Options struct {
 	// Progress is how far each share has come in the WAL (see Progress): a primary that has to
 	// move goes to the share furthest along.
 	Progress map[string]placement.WALProgress
+	// SwitchoverTo asks for a planned switchover of a healthy primary to one of these clusters
+	// (placement.Input.SwitchoverTo): the hub's version roll hands the primary to a share that
+	// already runs the new version. spec.primary and status.primary.preferred are not touched,
+	// so the primary stays where the roll put it.
+	SwitchoverTo []string
 }
 
 // Schedule binds the winning policy and places dbc, writing status.policy, status.placements,
@@ -114,6 +119,7 @@ func ScheduleMatched(dbc *dbfleetv1alpha1.DatabaseCluster, match *policy.Match, 
 		DefaultTolerationSeconds: opts.DefaultTolerationSeconds,
 		Now:                      now,
 		Progress:                 opts.Progress,
+		SwitchoverTo:             opts.SwitchoverTo,
 	}
 	preferred := ""
 	if dbc.Spec.Primary != nil {

@@ -310,6 +310,30 @@ func TestAFailoverDoesNotSwitchBackToThePreferredCluster(t *testing.T) {
 	}
 }
 
+// A switchover to a set of clusters (a version roll's) moves a healthy primary into the set at
+// the next epoch and leaves the preference as it was: once the roll stops asking, the primary
+// stays where it went, and no switchover back to spec.primary.preferredClusters[0] is asked for.
+func TestASwitchoverToASetMovesThePrimaryAndKeepsThePreference(t *testing.T) {
+	members := fleet("east", "west", "central")
+	pps := staticPolicy(map[string]int64{"east": 1, "west": 1, "central": 1}, nil)
+	dbc := newDB(3)
+	dbc.Spec.Primary = &dbfleetv1alpha1.PrimarySpec{PreferredClusters: []string{"east"}}
+	Schedule(dbc, pps, nil, members, t0, Options{})
+	if p := dbc.Status.Primary; p == nil || p.Cluster != "east" || p.Preferred != "east" {
+		t.Fatalf("first primary %+v, want east, preferred east", p)
+	}
+	out := Schedule(dbc, pps, nil, members, t0.Add(time.Minute), Options{SwitchoverTo: []string{"west"}})
+	if p := dbc.Status.Primary; !out.PrimaryMoved || out.PrimaryFrom != "east" || p.Cluster != "west" || p.Epoch != 2 || p.Preferred != "east" {
+		t.Fatalf("switchover to west: moved %v from %q, primary %+v; want west at epoch 2, preferred still east", out.PrimaryMoved, out.PrimaryFrom, p)
+	}
+	for i := range 2 {
+		out := Schedule(dbc, pps, nil, members, t0.Add(time.Duration(i+2)*time.Minute), Options{})
+		if out.PrimaryMoved || out.PendingSwitchover != "" || dbc.Status.Primary.Cluster != "west" {
+			t.Errorf("pass %d after the roll: moved %v, pending %q, primary %+v; want it to stay on west", i, out.PrimaryMoved, out.PendingSwitchover, dbc.Status.Primary)
+		}
+	}
+}
+
 // Scheduling counts what an outcome would evict, and records no metric itself: the hub counts
 // once it adopts the outcome, `hub plan` never.
 func TestOutcomeCountsEvictionsByReason(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -78,6 +79,9 @@ func setStatus(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult, fenced bool
 	}
 	want := mdb.Spec.Replicas
 	st.Replicas, st.ReadyReplicas = sts.Status.Replicas, sts.Status.ReadyReplicas
+	if runsSpecVersion(mdb, sts) {
+		st.Version = mdb.Spec.Database.Version
+	}
 	if imageMsg != "" {
 		st.Instances, st.Endpoints = pass.instances, pass.endpoints
 		set(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionFalse, dbfleetv1alpha1.ReasonImagePullFailed, imageMsg)
@@ -107,6 +111,26 @@ func setStatus(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult, fenced bool
 	set(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionFalse, dbfleetv1alpha1.ReasonReplicasNotReady, fmt.Sprintf("%d/%d replicas ready", st.ReadyReplicas, want))
 	set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, dbfleetv1alpha1.ReasonRollingOut,
 		fmt.Sprintf("%d/%d replicas updated, %d ready", sts.Status.UpdatedReplicas, want, st.ReadyReplicas))
+}
+
+// runsSpecVersion says whether the share really runs spec.database's version: the StatefulSet's
+// template has that version's image, the StatefulSet controller has seen that template
+// (observedGeneration), every wanted pod runs it (the rollout is complete: updateRevision is
+// currentRevision, as the controller records once every pod is updated and ready) and is ready.
+// Until then the share reports the version it ran before: the hub moves a version roll on to
+// the next share only when this one has finished.
+func runsSpecVersion(mdb *dbfleetv1alpha1.MemberDatabase, sts *appsv1.StatefulSet) bool {
+	want := mdb.Spec.Replicas
+	st := sts.Status
+	if want <= 0 || sts.Spec.Replicas == nil || *sts.Spec.Replicas != want || len(sts.Spec.Template.Spec.Containers) == 0 {
+		return false
+	}
+	// The database container is the first (DesiredStatefulSet); withInstanceManager renames it.
+	if sts.Spec.Template.Spec.Containers[0].Image != Image(&mdb.Spec.Database) {
+		return false
+	}
+	return st.ObservedGeneration >= sts.Generation && st.UpdateRevision != "" && st.CurrentRevision == st.UpdateRevision &&
+		st.Replicas == want && st.UpdatedReplicas == want && st.ReadyReplicas >= want
 }
 
 // setStale reports a MemberDatabase whose epoch is older than the one the member already runs.

@@ -64,6 +64,9 @@ type scope struct {
 	demotion *demotion
 	// failover is what scheduling learnt of the primary's moves, for FailoverInProgress.
 	failover failoverFacts
+	// roll is what a version roll does in this reconcile: which shares keep their version, and
+	// whether the primary is to be switched over to a share on the new version.
+	roll rollPlan
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -113,6 +116,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
 	failoverBefore := meta.FindStatusCondition(s.dbc.Status.Conditions, dbfleetv1alpha1.ConditionFailoverInProgress).DeepCopy()
+	progressingBefore := meta.FindStatusCondition(s.dbc.Status.Conditions, dbfleetv1alpha1.ConditionProgressing).DeepCopy()
+	// Planned before scheduling for its switchover, again after it for the shares' versions: the
+	// primary may have moved.
+	s.roll = planRollOf(s)
 	requeue, err := r.schedule(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -123,9 +130,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	namePrimaryPod(s.dbc)
 	recordSynchronous(s)
 	requeue = soonest(requeue, r.purgeEvictions(s, now))
+	s.roll = planRollOf(s)
 	propagateErr := r.propagate(ctx, s)
 	updateStatus(s)
 	r.recordFailover(s.dbc, failoverBefore)
+	r.recordRoll(s.dbc, progressingBefore)
 	recordReadiness(s.dbc)
 	if propagateErr != nil {
 		return ctrl.Result{}, propagateErr

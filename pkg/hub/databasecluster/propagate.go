@@ -32,6 +32,7 @@ func (r *Reconciler) propagate(ctx context.Context, s *scope) error {
 	for _, p := range dbc.Status.Placements {
 		keep[p.Cluster] = true
 		desired := desiredMemberDatabase(dbc, p)
+		s.roll.apply(&desired.Spec.Database, p.Cluster, s.memberDBs[p.Cluster])
 		desired.Spec.Network = network(p.Cluster)
 		if d := s.demotion; d != nil && d.cluster == p.Cluster {
 			desired.Spec.Role, desired.Spec.Epoch = dbfleetv1alpha1.RoleReplica, d.epoch
@@ -67,6 +68,7 @@ func (r *Reconciler) propagate(ctx context.Context, s *scope) error {
 		desired := desiredMemberDatabase(dbc, dbfleetv1alpha1.ClusterPlacement{
 			Cluster: e.Cluster, Replicas: e.Replicas, Ordinals: e.Ordinals, Role: dbfleetv1alpha1.RoleReplica})
 		desired.Labels[dbfleetv1alpha1.LabelEvicting] = "true"
+		s.roll.apply(&desired.Spec.Database, e.Cluster, s.memberDBs[e.Cluster])
 		desired.Spec.Network = network(e.Cluster)
 		repl.apply(desired, e.Cluster)
 		if s.memberDBs[e.Cluster] == nil {

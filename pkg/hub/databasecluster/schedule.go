@@ -53,6 +53,7 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 		DefaultTolerationSeconds: r.DefaultTolerationSeconds,
 		Avoid:                    avoid,
 		Progress:                 progress,
+		SwitchoverTo:             s.roll.switchoverTo,
 	})
 	schedulingSeconds.Observe(time.Since(start).Seconds())
 	decisions.WithLabelValues(out.Reason).Inc()

@@ -119,8 +119,9 @@ func TestAFirstReportWaitsForTheReadyOne(t *testing.T) {
 }
 
 // Reports that change whether the database has a working primary jump the queue: availability,
-// fencing, an acknowledged epoch, and a share's read-write endpoint, which the other shares'
-// standbys must follow; a ready count alone does not.
+// fencing, an acknowledged epoch, a share's read-write endpoint, which the other shares'
+// standbys must follow, and the version a share runs, which a version roll waits for; a ready
+// count alone does not.
 func TestUrgentReport(t *testing.T) {
 	base := &dbfleetv1alpha1.MemberDatabase{}
 	base.Status.Epoch = 2
@@ -145,6 +146,7 @@ func TestUrgentReport(t *testing.T) {
 		{"a demoted instance's final LSN", with(func(m *dbfleetv1alpha1.MemberDatabase) {
 			m.Status.Instances = []dbfleetv1alpha1.InstanceStatus{{Pod: "orders-0", Demoted: &dbfleetv1alpha1.InstanceDemotion{Epoch: 2, FinalLSN: "0/5000028"}}}
 		}), true},
+		{"a new version run", with(func(m *dbfleetv1alpha1.MemberDatabase) { m.Status.Version = "16.5" }), true},
 		{"read-only endpoints", with(func(m *dbfleetv1alpha1.MemberDatabase) {
 			m.Status.Endpoints = &dbfleetv1alpha1.DatabaseEndpoints{ReadOnly: []string{"10.200.1.4:5432"}}
 		}), false},

@@ -88,7 +88,7 @@ func updateStatus(s *scope) {
 	dbc := s.dbc
 	setPropagatedCondition(dbc, sh)
 	setAvailableCondition(dbc, sh)
-	setProgressingCondition(dbc, sh)
+	setProgressingCondition(dbc, sh, s.roll.step)
 	setDegradedCondition(dbc, sh)
 	setFailoverInProgressCondition(dbc, s.failover, sh.primaryReady)
 	dbc.Status.Endpoints = endpointsOf(s, replicationOf(s))
@@ -107,6 +107,9 @@ func summarize(s *scope) shares {
 		v := shareView{placement: *p, mdb: s.memberDBs[p.Cluster], reachable: scheduling.ClusterReady(s.members[p.Cluster])}
 		state, ready := shareState(v)
 		p.State, p.ReadyReplicas = state, ready
+		if v.mdb != nil {
+			p.Version = v.mdb.Status.Version
+		}
 		total += p.Replicas
 		sh.ready += ready
 		if p.Cluster == sh.primaryCluster {
@@ -184,10 +187,13 @@ func setAvailableCondition(dbc *dbfleetv1alpha1.DatabaseCluster, sh shares) {
 	}
 }
 
-// setProgressingCondition: whether shares are still rolling out or evicted shares are kept.
-// (Deletion sets its own WaitingForMemberCleanup in reconcileDelete, which never runs this.)
-func setProgressingCondition(dbc *dbfleetv1alpha1.DatabaseCluster, sh shares) {
+// setProgressingCondition: whether a version roll is under way (rollStep, planRoll's step),
+// shares are still rolling out or evicted shares are kept. (Deletion sets its own
+// WaitingForMemberCleanup in reconcileDelete, which never runs this.)
+func setProgressingCondition(dbc *dbfleetv1alpha1.DatabaseCluster, sh shares, rollStep string) {
 	switch {
+	case rollStep != "":
+		setCondition(dbc, dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, dbfleetv1alpha1.ReasonRollingVersion, rollStep)
 	case len(sh.progressing) > 0:
 		msg := "rolling out: " + listSome(sh.progressing)
 		if len(sh.evicting) > 0 {

@@ -134,17 +134,20 @@ func TestSetProgressingCondition(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		shares shares
+		roll   string
 		want   wantCondition
 	}{
-		{"rolling out, evicted kept", shares{progressing: []string{"west (1/2 ready)"}, evicting: []string{"east (1/1 ready, ClusterFailure)"}},
+		{"a version roll comes first", shares{progressing: []string{"west (1/2 ready)"}}, "rolling from 16.4 to 16.5, standbys first: updating the share on west",
+			wantCondition{metav1.ConditionTrue, dbfleetv1alpha1.ReasonRollingVersion, "updating the share on west"}},
+		{"rolling out, evicted kept", shares{progressing: []string{"west (1/2 ready)"}, evicting: []string{"east (1/1 ready, ClusterFailure)"}}, "",
 			wantCondition{metav1.ConditionTrue, dbfleetv1alpha1.ReasonRollingOut, "west (1/2 ready); evicted shares kept until then: east"}},
-		{"evicted kept", shares{evicting: []string{"east (1/1 ready, Migration)"}},
+		{"evicted kept", shares{evicting: []string{"east (1/1 ready, Migration)"}}, "",
 			wantCondition{metav1.ConditionTrue, dbfleetv1alpha1.ReasonEvictingShares, "east (1/1 ready, Migration)"}},
-		{"up to date", shares{placed: 2}, wantCondition{metav1.ConditionFalse, dbfleetv1alpha1.ReasonUpToDate, "up to date"}},
+		{"up to date", shares{placed: 2}, "", wantCondition{metav1.ConditionFalse, dbfleetv1alpha1.ReasonUpToDate, "up to date"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dbc := dbAt(3)
-			setProgressingCondition(dbc, tc.shares)
+			setProgressingCondition(dbc, tc.shares, tc.roll)
 			checkCondition(t, dbc, dbfleetv1alpha1.ConditionProgressing, tc.want)
 		})
 	}

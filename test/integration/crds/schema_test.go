@@ -215,7 +215,7 @@ func TestNamesAndPrinterColumns(t *testing.T) {
 		{"memberclusters.dbfleet.io", apiextensionsv1.ClusterScoped, "mc", true,
 			[]string{"Region", "Zone", "Mode", "Ready", "Version", "Age"}},
 		{"memberdatabases.dbfleet.io", apiextensionsv1.NamespaceScoped, "mdb", true,
-			[]string{"Database", "Role", "Epoch", "Replicas", "Ready", "Age"}},
+			[]string{"Database", "Role", "Epoch", "Replicas", "Ready", "Version", "Age"}},
 	} {
 		t.Run(tc.crd, func(t *testing.T) {
 			crd := &apiextensionsv1.CustomResourceDefinition{}

@@ -363,20 +363,30 @@ func (f *fixture) reportAsAgent(mdb *dbfleetv1alpha1.MemberDatabase, ready int32
 	if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(mdb), fresh); err != nil {
 		f.t.Fatal(err)
 	}
-	fresh.Status.ObservedGeneration = fresh.Generation
-	fresh.Status.Epoch = fresh.Spec.Epoch
-	fresh.Status.Replicas = fresh.Spec.Replicas
-	fresh.Status.ReadyReplicas = ready
+	setAgentStatus(fresh, ready, available)
+	if err := f.c.Status().Update(f.ctx, fresh); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// setAgentStatus fills a MemberDatabase status as its agent would with ready pods of the
+// current template: status.version is the spec's version once every wanted pod is ready (the
+// agent's rollout check), the version reported before until then.
+func setAgentStatus(mdb *dbfleetv1alpha1.MemberDatabase, ready int32, available bool) {
+	mdb.Status.ObservedGeneration = mdb.Generation
+	mdb.Status.Epoch = mdb.Spec.Epoch
+	mdb.Status.Replicas = mdb.Spec.Replicas
+	mdb.Status.ReadyReplicas = ready
+	if mdb.Spec.Replicas > 0 && ready >= mdb.Spec.Replicas {
+		mdb.Status.Version = mdb.Spec.Database.Version
+	}
 	status := metav1.ConditionFalse
 	if available {
 		status = metav1.ConditionTrue
 	}
-	meta.SetStatusCondition(&fresh.Status.Conditions, metav1.Condition{
+	meta.SetStatusCondition(&mdb.Status.Conditions, metav1.Condition{
 		Type: dbfleetv1alpha1.ConditionAvailable, Status: status, Reason: "Test", Message: "reported by the test agent",
 	})
-	if err := f.c.Status().Update(f.ctx, fresh); err != nil {
-		f.t.Fatal(err)
-	}
 }
 
 // reportInstances sets the share's status.instances as its agent would from the pods' /status.
