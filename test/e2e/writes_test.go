@@ -3,13 +3,16 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -67,6 +70,35 @@ func TestFailoverUnderWrites(t *testing.T) {
 	kill := func(member string) (inject, heal func(t *testing.T)) {
 		return func(t *testing.T) { fed.kill(t, member) }, func(t *testing.T) { fed.revive(t, member) }
 	}
+	// lagThenFreeze makes a standby of another member lag by many megabytes (its replay paused,
+	// then 64 MB written), then freezes the primary's agent: a failover while a standby lags.
+	// The standby's replay resumes once the hub has promoted a new primary (a standby whose
+	// replay is paused cannot follow a new timeline, and the new primary's commits may wait for
+	// it); heal thaws the agent.
+	lagThenFreeze := func(ns string) func(string) (inject, heal func(t *testing.T)) {
+		return func(member string) (inject, heal func(t *testing.T)) {
+			freezeAgent, thaw := freeze(member)
+			return func(t *testing.T) {
+					lagging, resume := lagAStandby(t, ns, "ledger", member, 32<<20)
+					freezeAgent(t)
+					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+					done := make(chan struct{})
+					go func() {
+						defer close(done)
+						defer resume()
+						for ctx.Err() == nil {
+							d, err := fed.database(ctx, &dbfleetv1alpha1.DatabaseCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ledger"}})
+							if err == nil && d.Status.Primary != nil && d.Status.Primary.Cluster != member {
+								t.Logf("promoted %s while %s lagged; resuming its replay", primaryInstance(*d.Status.Primary), lagging)
+								return
+							}
+							time.Sleep(100 * time.Millisecond)
+						}
+					}()
+					t.Cleanup(func() { cancel(); <-done })
+				}, thaw
+		}
+	}
 	// switchTo is a planned switchover: the first preference changes to target.
 	switchTo := func(ns, target string) func(string) (inject, heal func(t *testing.T)) {
 		return func(string) (inject, heal func(t *testing.T)) {
@@ -96,6 +128,7 @@ func TestFailoverUnderWrites(t *testing.T) {
 		{"APIServerStoppedRequired", "apiserver-required", "west", required, stopAPIServer, "API server stopped; its agent, kubelet and pods run on"},
 		{"FrozenAgentAsync", "frozen-async", "east", nil, freeze, "agent frozen (SIGSTOP), asynchronous replication"},
 		{"MemberKilledRequired", "killed-required", "east", required, kill, "the whole member killed (API server, agent, kubelet, containerd and every container: SIGKILL)"},
+		{"LaggingStandbyRequired", "lagging-required", "west", required, lagThenFreeze("lagging-required"), "a standby lagging by many megabytes (replay paused, 64 MB written), then the agent frozen (SIGSTOP)"},
 		{"SwitchoverRequired", "switchover-required", "central", required, switchTo("switchover-required", "west"), "switchover to west asked (spec.primary.preferredClusters)"},
 	}
 	for _, tc := range cases {
@@ -287,4 +320,82 @@ func podIP(t *testing.T, member string, dbc *dbfleetv1alpha1.DatabaseCluster, in
 		t.Fatalf("no IP for %s", instance)
 	}
 	return s.pods[i].Status.PodIP
+}
+
+// lagAStandby pauses the replay of the standby of db in the first member other than primary,
+// writes 64 MB through the primary (as the superuser, over the network as <db>-superuser allows)
+// and waits until that standby's share reports it at least lag bytes behind in replay. It returns
+// the standby (member/pod) and a function that resumes its replay (a no-op once it is no longer
+// in recovery).
+func lagAStandby(t *testing.T, ns, db, primary string, lag int64) (string, func()) {
+	t.Helper()
+	ctx := context.Background()
+	s := &corev1.Secret{}
+	if err := fed.hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: db + "-superuser"}, s); err != nil {
+		t.Fatal(err)
+	}
+	su := credentials{user: string(s.Data["username"]), password: string(s.Data["password"]), dbname: "postgres"}
+	d, err := fed.database(ctx, &dbfleetv1alpha1.DatabaseCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: db}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var member string
+	for _, m := range members {
+		if m != primary {
+			member = m
+			break
+		}
+	}
+	sh, err := fed.share(ctx, member, ns, db)
+	if err != nil || len(sh.pods) == 0 || sh.pods[0].Status.PodIP == "" {
+		t.Fatalf("no standby pod in %s (%v)", member, err)
+	}
+	pod := sh.pods[0]
+	standby := net.JoinHostPort(pod.Status.PodIP, "5432")
+	conn, err := su.connect(ctx, standby, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_wal_replay_pause()"); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.Close(ctx)
+	resume := func() {
+		c, err := su.connect(ctx, standby, 10*time.Second)
+		if err != nil {
+			t.Logf("resume replay on %s/%s: %v", member, pod.Name, err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, "SELECT pg_wal_replay_resume()"); err != nil {
+			t.Logf("resume replay on %s/%s: %v (it is no longer a standby)", member, pod.Name, err)
+		}
+	}
+	p, err := su.connect(ctx, d.Status.Endpoints.ReadWrite, 10*time.Second)
+	if err != nil {
+		resume()
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	for _, stmt := range []string{"CREATE TABLE IF NOT EXISTS ballast (b text)", "INSERT INTO ballast SELECT repeat('x', 1000) FROM generate_series(1, 64000)"} {
+		if _, err := p.Exec(ctx, stmt); err != nil {
+			resume()
+			t.Fatal(err)
+		}
+	}
+	instance := member + "/" + pod.Name
+	await(t, 2*time.Minute, instance+" reported lagging by "+strconv.FormatInt(lag>>20, 10)+" MiB", func(ctx context.Context) (bool, error) {
+		mdb := &dbfleetv1alpha1.MemberDatabase{}
+		if err := fed.hub.Get(ctx, client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(member), Name: dbfleetv1alpha1.MemberDatabaseName(ns, db)}, mdb); err != nil {
+			return false, err
+		}
+		for _, in := range mdb.Status.Instances {
+			if in.Pod == pod.Name && in.LagBytes >= lag {
+				t.Logf("%s lags by %d bytes (received %s, replayed %s)", instance, in.LagBytes, in.ReceivedLSN, in.ReplayedLSN)
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return instance, resume
 }
