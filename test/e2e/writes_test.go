@@ -79,24 +79,24 @@ func TestFailoverUnderWrites(t *testing.T) {
 		return func(member string) (inject, heal func(t *testing.T)) {
 			freezeAgent, thaw := freeze(member)
 			return func(t *testing.T) {
-					lagging, resume := lagAStandby(t, ns, "ledger", member, 32<<20)
-					freezeAgent(t)
-					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-					done := make(chan struct{})
-					go func() {
-						defer close(done)
-						defer resume()
-						for ctx.Err() == nil {
-							d, err := fed.database(ctx, &dbfleetv1alpha1.DatabaseCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ledger"}})
-							if err == nil && d.Status.Primary != nil && d.Status.Primary.Cluster != member {
-								t.Logf("promoted %s while %s lagged; resuming its replay", primaryInstance(*d.Status.Primary), lagging)
-								return
-							}
-							time.Sleep(100 * time.Millisecond)
+				lagging, resume := lagAStandby(t, ns, "ledger", member, 32<<20)
+				freezeAgent(t)
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					defer resume()
+					for ctx.Err() == nil {
+						d, err := fed.database(ctx, &dbfleetv1alpha1.DatabaseCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ledger"}})
+						if err == nil && d.Status.Primary != nil && d.Status.Primary.Cluster != member {
+							t.Logf("promoted %s while %s lagged; resuming its replay", primaryInstance(*d.Status.Primary), lagging)
+							return
 						}
-					}()
-					t.Cleanup(func() { cancel(); <-done })
-				}, thaw
+						time.Sleep(100 * time.Millisecond)
+					}
+				}()
+				t.Cleanup(func() { cancel(); <-done })
+			}, thaw
 		}
 	}
 	// switchTo is a planned switchover: the first preference changes to target.
