@@ -42,13 +42,13 @@ func killMember(d layout.Dir, member string) error {
 			pids = append(pids, pid)
 		}
 	}
+	sockets := map[string]bool{}
 	for _, n := range nodes {
-		sockets := map[string]bool{n.Socket: true}
-		for _, shim := range shimPidsOf(sockets) {
-			pids = append(pids, shim)
-			pids = append(pids, descendants(shim)...)
-		}
+		sockets[n.Socket] = true
 	}
+	shims := shimPidsOf(sockets)
+	pids = append(pids, shims...)
+	pids = append(pids, descendants(shims)...)
 	// Stopped first, so that nothing restarts or reaps what is killed next.
 	for _, pid := range pids {
 		_ = syscall.Kill(pid, syscall.SIGSTOP)
@@ -96,8 +96,8 @@ func shimPidsOf(sockets map[string]bool) []int {
 	return out
 }
 
-// descendants are every process below pid, by parent pid.
-func descendants(pid int) []int {
+// descendants are every process below the roots, by parent pid (one read of /proc).
+func descendants(roots []int) []int {
 	children := map[int][]int{}
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
@@ -110,7 +110,7 @@ func descendants(pid int) []int {
 		}
 	}
 	var out []int
-	queue := []int{pid}
+	queue := slices.Clone(roots)
 	for len(queue) > 0 {
 		next := queue[0]
 		queue = queue[1:]

@@ -96,6 +96,24 @@ func rollingVersion(d *dbfleetv1alpha1.DatabaseCluster, part string) bool {
 	return hasCondition(d, dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, dbfleetv1alpha1.ReasonRollingVersion) && strings.Contains(c.Message, part)
 }
 
+// threeShares places database "orders" (3 replicas, app=orders) on new clusters a, b and c under
+// the policy that policy makes, and returns it with agents that report every share finished.
+func threeShares(f *fixture, policy func()) (*dbfleetv1alpha1.DatabaseCluster, *rollAgents) {
+	f.t.Helper()
+	f.member("a", "r1", 100)
+	f.member("b", "r2", 100)
+	f.member("c", "r3", 100)
+	policy()
+	f.database("orders", 3, map[string]string{"app": "orders"})
+	dbc := f.waitDatabase("orders", "placed on three clusters", func(d *dbfleetv1alpha1.DatabaseCluster) bool { return len(d.Status.Placements) == 3 })
+	f.waitMemberDatabases("orders", shares(dbc))
+	agents := &rollAgents{f: f, name: "orders", done: map[string]bool{}}
+	for _, p := range dbc.Status.Placements {
+		agents.done[p.Cluster] = true
+	}
+	return dbc, agents
+}
+
 // A minor version change of a postgres database on three clusters goes to the standbys' shares
 // first, one at a time, each only once the one before runs the new version; the primary's share
 // keeps the old version through the switchover that hands the primary to a share on the new
@@ -105,17 +123,7 @@ func TestMinorVersionRollsStandbysFirstThenSwitchesOverThenUpdatesTheOldPrimary(
 	const old, next = "16.4", "16.5"
 	f := newFixture(t)
 	startHub(t)
-	f.member("a", "r1", 100)
-	f.member("b", "r2", 100)
-	f.member("c", "r3", 100)
-	f.policy("spread", 0, map[string]string{"app": "orders"}, divided())
-	f.database("orders", 3, map[string]string{"app": "orders"})
-	dbc := f.waitDatabase("orders", "placed on three clusters", func(d *dbfleetv1alpha1.DatabaseCluster) bool { return len(d.Status.Placements) == 3 })
-	f.waitMemberDatabases("orders", shares(dbc))
-	agents := &rollAgents{f: f, name: "orders", done: map[string]bool{}}
-	for _, p := range dbc.Status.Placements {
-		agents.done[p.Cluster] = true
-	}
+	dbc, agents := threeShares(f, func() { f.policy("spread", 0, map[string]string{"app": "orders"}, divided()) })
 	agents.wait("available on "+old+" everywhere", func(_ map[string]*dbfleetv1alpha1.MemberDatabase, d *dbfleetv1alpha1.DatabaseCluster) bool {
 		for _, p := range d.Status.Placements {
 			if p.Version != old {
@@ -243,17 +251,7 @@ func TestVersionRollResumesAfterAHubRestart(t *testing.T) {
 	const old, next = "16.4", "16.5"
 	f := newFixture(t)
 	stop := startHub(t)
-	f.member("a", "r1", 100)
-	f.member("b", "r2", 100)
-	f.member("c", "r3", 100)
-	f.policy("spread", 0, map[string]string{"app": "orders"}, divided())
-	f.database("orders", 3, map[string]string{"app": "orders"})
-	dbc := f.waitDatabase("orders", "placed on three clusters", func(d *dbfleetv1alpha1.DatabaseCluster) bool { return len(d.Status.Placements) == 3 })
-	f.waitMemberDatabases("orders", shares(dbc))
-	agents := &rollAgents{f: f, name: "orders", done: map[string]bool{}}
-	for _, p := range dbc.Status.Placements {
-		agents.done[p.Cluster] = true
-	}
+	dbc, agents := threeShares(f, func() { f.policy("spread", 0, map[string]string{"app": "orders"}, divided()) })
 	agents.wait("available", func(_ map[string]*dbfleetv1alpha1.MemberDatabase, d *dbfleetv1alpha1.DatabaseCluster) bool {
 		return hasCondition(d, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue, "")
 	})
@@ -296,17 +294,7 @@ func TestAFailoverDuringAVersionRollIsFollowedByASwitchoverToTheNewVersion(t *te
 	const old, next = "16.4", "16.5"
 	f := newFixture(t)
 	startHub(t)
-	f.member("a", "r1", 100)
-	f.member("b", "r2", 100)
-	f.member("c", "r3", 100)
-	failoverPolicy(f, 1)
-	f.database("orders", 3, map[string]string{"app": "orders"})
-	dbc := f.waitDatabase("orders", "placed on three clusters", func(d *dbfleetv1alpha1.DatabaseCluster) bool { return len(d.Status.Placements) == 3 })
-	f.waitMemberDatabases("orders", shares(dbc))
-	agents := &rollAgents{f: f, name: "orders", done: map[string]bool{}}
-	for _, p := range dbc.Status.Placements {
-		agents.done[p.Cluster] = true
-	}
+	dbc, agents := threeShares(f, func() { failoverPolicy(f, 1) })
 	primary := dbc.Status.Primary.Cluster
 	var standbys []string
 	for _, p := range dbc.Status.Placements {
