@@ -367,6 +367,20 @@ const (
 	ReasonNotFenced = "NotFenced"
 )
 
+const (
+	// ConditionClockSkew says whether the clocks of the share's instances disagree with the
+	// agent's by more than maxClockSkew (1 s), as the agent measures them when it reads their
+	// /status. An instance refuses a primary Lease renewed more than that in its future, so
+	// while they disagree the hub keeps the database's primary off this cluster (a primary
+	// there moves away by a planned switchover); its standbys stay.
+	ConditionClockSkew = "ClockSkew"
+	// ReasonClocksDisagree (True): an instance's clock is certainly further than 1 s from the
+	// agent's; the message names it and the offset.
+	ReasonClocksDisagree = "ClocksDisagree"
+	// ReasonClocksAgree (False): every instance read agrees within 1 s.
+	ReasonClocksAgree = "ClocksAgree"
+)
+
 // MemberDatabase is one cluster's share of one DatabaseCluster. The hub writes it into namespace
 // member-<cluster>; that cluster's agent runs it and reports its status.
 // +kubebuilder:object:root=true

@@ -33,6 +33,10 @@ type Settings struct {
 	Hub, Member client.Client
 	// MemberDiscovery asks the member API server for its version (the heartbeat's health check).
 	MemberDiscovery discovery.ServerVersionInterface
+	// ClockOffset moves the agent's clock (its hub Lease, its primary Leases, and what it compares
+	// its instances' clocks with) off the system's: the agent's --clock-offset, for tests of
+	// what a wrong agent clock does. Zero in production.
+	ClockOffset time.Duration
 	// Controller are the member reconciler's options (a process running several agents skips
 	// controller name validation).
 	Controller controller.TypedOptions[mcreconcile.Request]
@@ -51,13 +55,17 @@ func Setup(mgr mcmanager.Manager, s Settings) (*fence.Guard, error) {
 	if err := errors.Join(fence.ValidateTimings(s.HeartbeatInterval, s.FenceAfter)...); err != nil {
 		return nil, fmt.Errorf("agent of %s: %w", s.Cluster, err)
 	}
-	guard := fence.NewGuard(clock.RealClock{}, s.FenceAfter).WithRenewInterval(s.HeartbeatInterval)
+	var agentClock clock.WithTicker = clock.RealClock{}
+	if s.ClockOffset != 0 {
+		agentClock = shiftedClock{offset: s.ClockOffset}
+	}
+	guard := fence.NewGuard(agentClock, s.FenceAfter).WithRenewInterval(s.HeartbeatInterval)
 	if err := member.Setup(mgr, guard, s.Controller, s.InstanceImage); err != nil {
 		return nil, err
 	}
 	err := mgr.GetLocalManager().Add(&heartbeat.Heartbeat{
 		Cluster: s.Cluster, Hub: s.Hub, Member: s.Member, MemberDiscovery: s.MemberDiscovery,
-		Interval: s.HeartbeatInterval, FenceAfter: s.FenceAfter, AgentVersion: s.Version, Clock: clock.RealClock{},
+		Interval: s.HeartbeatInterval, FenceAfter: s.FenceAfter, AgentVersion: s.Version, Clock: agentClock,
 		Guard: guard,
 	})
 	if err != nil {
@@ -65,3 +73,13 @@ func Setup(mgr mcmanager.Manager, s Settings) (*fence.Guard, error) {
 	}
 	return guard, nil
 }
+
+// shiftedClock is the system clock moved by offset. Times it gives carry the monotonic reading
+// moved by as much, so durations between them are the system's.
+type shiftedClock struct {
+	clock.RealClock
+	offset time.Duration
+}
+
+func (c shiftedClock) Now() time.Time                  { return c.RealClock.Now().Add(c.offset) }
+func (c shiftedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }

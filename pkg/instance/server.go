@@ -36,7 +36,9 @@ func (m *Manager) serve(ctx context.Context) (*http.Server, error) {
 	})
 	mux.HandleFunc(status.Path, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(m.Status())
+		st := m.Status()
+		st.Time = time.Now().UTC().Format(time.RFC3339Nano) // as late as can be: the agent times the answer
+		_ = json.NewEncoder(w).Encode(st)
 	})
 	l, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(m.opts.HTTPPort)))
 	if err != nil {

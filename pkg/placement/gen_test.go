@@ -108,6 +108,13 @@ func genInput(seed1, seed2 uint64) Input {
 			in.SwitchoverTo = append(in.SwitchoverTo, pick(names...))
 		}
 	}
+	if chance(0.1) {
+		// Clusters whose clocks disagree: no primary there. Drawn after everything else, for the
+		// same reason.
+		for range 1 + r.IntN(2) {
+			in.NoPrimary = append(in.NoPrimary, pick(names...))
+		}
+	}
 	return in
 }
 

@@ -210,7 +210,7 @@ func checkPrimary(in Input, d Decision) []string {
 			c := &in.Clusters[i]
 			if c.Name == name {
 				_, mayGrow := oracleHealth(c, in.Placement.ClusterTolerations, in.Now)
-				return c.Ready && (mayGrow || !evictingOracle(c, in.Placement.ClusterTolerations, in.Now))
+				return c.Ready && (mayGrow || !evictingOracle(c, in.Placement.ClusterTolerations, in.Now)) && !slices.Contains(in.NoPrimary, name)
 			}
 		}
 		return false

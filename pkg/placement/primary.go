@@ -6,8 +6,8 @@ import (
 )
 
 // choosePrimary picks the cluster whose share holds the primary. shares are in name order and
-// owners[k] is the node of shares[k]. A cluster is healthy when it is Ready and no NoExecute
-// toleration is counting down on it. In order:
+// owners[k] is the node of shares[k]. A cluster is healthy when it is Ready, no NoExecute
+// toleration is counting down on it, and it is not in Input.NoPrimary. In order:
 //  1. on a switchover to one of Input.SwitchoverTo while the current primary is healthy, the best
 //     of them (as in 3) that holds a replica and is healthy, or else the current primary;
 //     on a requested switchover (Input.Switchover), the first preferred cluster that holds a
@@ -24,7 +24,7 @@ func (s *scheduler) choosePrimary(shares []Share, owners []int32) string {
 	}
 	healthy := func(k int) bool {
 		n := &s.nodes[owners[k]]
-		return s.in.Clusters[n.cluster].Ready && !n.health.evicting
+		return s.in.Clusters[n.cluster].Ready && !n.health.evicting && !slices.Contains(s.in.NoPrimary, shares[k].Cluster)
 	}
 	find := func(name string) int {
 		k, ok := slices.BinarySearchFunc(shares, name, func(sh Share, name string) int { return strings.Compare(sh.Cluster, name) })

@@ -23,6 +23,7 @@ func TestPrimary(t *testing.T) {
 		switchover bool
 		to         []string
 		progress   map[string]WALProgress
+		noPrimary  []string
 		want       string
 	}{
 		{name: "most replicas, ties by name", clusters: fleet(ready("b", 9)), previous: previous("a", 2, "b", 3, "c", 3), want: "b"},
@@ -62,6 +63,14 @@ func TestPrimary(t *testing.T) {
 		{name: "a switchover set does not steer a failover", clusters: fleet(notReady(ready("b", 9))),
 			previous: withPrimary(previous("a", 2, "b", 3, "c", 3), "b"), to: []string{"a"},
 			progress: map[string]WALProgress{"a": {Received: 1 << 24}, "c": {Received: 5 << 24}}, want: "c"},
+		{name: "it leaves a cluster that may not hold the primary (its clocks disagree), though Ready", clusters: fleet(ready("b", 9)),
+			previous: withPrimary(previous("a", 2, "b", 3, "c", 3), "b"), noPrimary: []string{"b"},
+			progress: map[string]WALProgress{"a": {Received: 5 << 24}, "c": {Received: 4 << 24}}, want: "a"},
+		{name: "nor does a switchover to a preference take it there", clusters: fleet(ready("b", 9)),
+			previous: withPrimary(previous("a", 2, "b", 3, "c", 3), "a"), preferred: []string{"b", "c"}, switchover: true,
+			noPrimary: []string{"b"}, want: "c"},
+		{name: "it stays where it may not be when no other holder is healthy", clusters: []Cluster{notReady(ready("b", 9)), ready("c", 9)},
+			previous: withPrimary(previous("b", 3, "c", 3), "c"), noPrimary: []string{"c"}, want: "c"},
 		{name: "it stays on an unhealthy cluster when no holder is healthy", clusters: []Cluster{notReady(ready("a", 9)), notReady(ready("b", 9))},
 			previous: withPrimary(previous("a", 2, "b", 3), "a"), want: "a"},
 	}
@@ -70,7 +79,7 @@ func TestPrimary(t *testing.T) {
 			p := dynamicPlacement()
 			p.ClusterTolerations = []corev1.Toleration{toleration(v1alpha1.TaintClusterUnreachable, corev1.TaintEffectNoExecute, ptr.To[int64](30))}
 			in := Input{Replicas: tt.previous.TotalReplicas(), Clusters: tt.clusters, Placement: p, Previous: tt.previous,
-				PreferredPrimaries: tt.preferred, Switchover: tt.switchover, SwitchoverTo: tt.to, Progress: tt.progress}
+				PreferredPrimaries: tt.preferred, Switchover: tt.switchover, SwitchoverTo: tt.to, Progress: tt.progress, NoPrimary: tt.noPrimary}
 			d := mustSchedule(t, in)
 			if d.Primary != tt.want {
 				t.Errorf("primary = %q, want %q (shares %s)", d.Primary, tt.want, sharesOf(d))

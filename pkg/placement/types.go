@@ -48,6 +48,12 @@ type Input struct {
 	// can take it, it stays. It comes before Switchover. It never steers a failover: when the
 	// current primary is not healthy, the primary is chosen as if it were empty.
 	SwitchoverTo []string
+	// NoPrimary are clusters that may keep replicas but not hold the primary while listed (the
+	// hub lists those whose clocks disagree with their instances': a primary there would refuse
+	// its Lease). They count as unhealthy for the primary's choice only: a primary on one moves
+	// to the best healthy holder, as it would off a failed cluster, and stays only when no
+	// other holder is healthy.
+	NoPrimary []string
 	// Placement is the matched policy's placement.
 	Placement policyv1alpha1.Placement
 	// Clusters is the fleet, in any order.

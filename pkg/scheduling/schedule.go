@@ -3,6 +3,7 @@ package scheduling
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -80,6 +81,9 @@ type Options struct {
 	// already runs the new version. spec.primary and status.primary.preferred are not touched,
 	// so the primary stays where the roll put it.
 	SwitchoverTo []string
+	// NoPrimary are clusters that keep their replicas but may not hold the primary now
+	// (placement.Input.NoPrimary), with why: the hub lists those whose share reports ClockSkew.
+	NoPrimary map[string]string
 }
 
 // Schedule binds the winning policy and places dbc, writing status.policy, status.placements,
@@ -120,6 +124,9 @@ func ScheduleMatched(dbc *dbfleetv1alpha1.DatabaseCluster, match *policy.Match, 
 		Now:                      now,
 		Progress:                 opts.Progress,
 		SwitchoverTo:             opts.SwitchoverTo,
+	}
+	if len(opts.NoPrimary) > 0 {
+		in.NoPrimary = slices.Sorted(maps.Keys(opts.NoPrimary))
 	}
 	preferred := ""
 	if dbc.Spec.Primary != nil {

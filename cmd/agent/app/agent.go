@@ -39,6 +39,7 @@ type agentOptions struct {
 	heartbeatInterval time.Duration
 	fenceAfter        time.Duration
 	instanceImage     string
+	clockOffset       time.Duration
 }
 
 func newAgentOptions() *agentOptions {
@@ -61,6 +62,8 @@ func (o *agentOptions) addFlags(fs *pflag.FlagSet) {
 		"How often the agent renews its Lease on the hub.")
 	fs.DurationVar(&o.fenceAfter, "fence-after", o.fenceAfter,
 		"How long the agent keeps its primaries without a successful hub renewal before it fences them.")
+	fs.DurationVar(&o.clockOffset, "clock-offset", 0,
+		"Testing only: run the agent's clock this far off the system's (e.g. 1h), for tests of how a wrong agent clock is handled: its Lease renewals carry the shifted time, and its instances fence rather than trust them.")
 	fs.StringVar(&o.instanceImage, "instance-image", o.instanceImage,
 		"Image carrying /dbfleet-instance (normally the agent's own). When set, postgres pods run the instance manager as PID 1 (copied in by an init container) and the client Services follow the role it reports; empty runs the engine image as it is.")
 }
@@ -76,6 +79,9 @@ func (o *agentOptions) validate() error {
 		errs = append(errs, fmt.Errorf("--cluster-name %q: %v", o.clusterName, msgs))
 	}
 	errs = append(errs, fence.ValidateTimings(o.heartbeatInterval, o.fenceAfter)...)
+	if o.clockOffset.Abs() > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("--clock-offset must be within ±24h, got %s", o.clockOffset))
+	}
 	return errors.Join(errs...)
 }
 
@@ -159,8 +165,8 @@ func run(ctx context.Context, o *agentOptions) error {
 	}
 	if _, err := agent.Setup(mgr, agent.Settings{
 		Cluster: o.clusterName, HeartbeatInterval: o.heartbeatInterval, FenceAfter: o.fenceAfter, Version: version,
-		InstanceImage: o.instanceImage,
-		Hub:           hubClient, Member: memberCluster.GetClient(), MemberDiscovery: disco,
+		InstanceImage: o.instanceImage, ClockOffset: o.clockOffset,
+		Hub: hubClient, Member: memberCluster.GetClient(), MemberDiscovery: disco,
 	}); err != nil {
 		return err
 	}

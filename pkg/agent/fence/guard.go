@@ -59,6 +59,9 @@ func (g *Guard) Deadline() time.Time {
 }
 
 // Fresh reports whether the deadline is still ahead.
+// Now is the time on the guard's clock, the agent's clock for everything the fence compares.
+func (g *Guard) Now() time.Time { return g.clock.Now() }
+
 func (g *Guard) Fresh() bool { return g.clock.Now().Before(g.Deadline()) }
 
 // LastRenewStart is the start of the last successful renewal.

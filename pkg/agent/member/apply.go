@@ -44,6 +44,12 @@ type passResult struct {
 	// instanceFencedAt is the highest epoch at which an instance of the share says it fenced
 	// itself (0: none).
 	instanceFencedAt int64
+	// clocks is what the instances' clocks said against the agent's (shareClocks): measured
+	// is false when none was read.
+	clocks struct {
+		measured, skewed bool
+		message          string
+	}
 	// leaseErr is why the primary Lease could not be renewed (nil: renewed, or not a live
 	// primary).
 	leaseErr error
@@ -101,6 +107,7 @@ func (r *Reconciler) applyShare(ctx context.Context, member client.Client, live 
 		var reports []instanceReport
 		reports, err = r.observeInstances(ctx, member, mdb)
 		p.instances, p.instanceFencedAt = statuses(reports), highestFencedEpoch(reports)
+		p.clocks.measured, p.clocks.skewed, p.clocks.message = shareClocks(reports)
 		fail(false, err)
 		p.endpoints, err = shareEndpoints(ctx, member, mdb, p.instances)
 		fail(false, err)

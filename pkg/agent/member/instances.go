@@ -37,13 +37,14 @@ type instanceTarget struct {
 
 // readInstance reads one instance's /status. The body is the instance manager's status JSON,
 // whose fields the InstanceStatus API type carries under the same names, and its epoch.
-func readInstance(ctx context.Context, c *http.Client, url string) (instanceReport, error) {
+func readInstance(ctx context.Context, c *http.Client, url string, now func() time.Time) (instanceReport, error) {
 	ctx, cancel := context.WithTimeout(ctx, instanceStatusTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return instanceReport{}, fmt.Errorf("build request for %s: %w", url, err)
 	}
+	sent := now()
 	resp, err := c.Do(req)
 	if err != nil {
 		return instanceReport{}, fmt.Errorf("read %s: %w", url, err)
@@ -56,6 +57,7 @@ func readInstance(ctx context.Context, c *http.Client, url string) (instanceRepo
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxStatusBody)).Decode(&st); err != nil {
 		return instanceReport{}, fmt.Errorf("decode %s: %w", url, err)
 	}
+	st.clock = readClock(st.Time, sent, now())
 	return st, nil
 }
 
@@ -66,6 +68,9 @@ type instanceReport struct {
 	dbfleetv1alpha1.InstanceStatus
 	Epoch         int64 `json:"epoch"`
 	PromotedEpoch int64 `json:"promotedEpoch"`
+	// Time is the instance's clock when it answered; clock compares it with the agent's.
+	Time  string       `json:"time"`
+	clock clockReading `json:"-"`
 }
 
 // highestFencedEpoch is the highest epoch at which one of the reports says the instance ran as
@@ -93,7 +98,7 @@ func statuses(reports []instanceReport) []dbfleetv1alpha1.InstanceStatus {
 
 // readInstances reads every target's /status at once and returns them by pod name, sorted. A
 // target that cannot be read is reported with role unknown and the error as message.
-func readInstances(ctx context.Context, c *http.Client, targets []instanceTarget) []instanceReport {
+func readInstances(ctx context.Context, c *http.Client, now func() time.Time, targets []instanceTarget) []instanceReport {
 	out := make([]instanceReport, len(targets))
 	var wg sync.WaitGroup
 	for i, t := range targets {
@@ -104,7 +109,7 @@ func readInstances(ctx context.Context, c *http.Client, targets []instanceTarget
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st, err := readInstance(ctx, c, t.url)
+			st, err := readInstance(ctx, c, t.url, now)
 			if err != nil {
 				out[i] = instanceReport{InstanceStatus: dbfleetv1alpha1.InstanceStatus{Pod: t.pod, Role: dbfleetv1alpha1.InstanceUnknown, Message: truncateMessage(err.Error())}}
 				return
@@ -264,7 +269,7 @@ func (r *Reconciler) observeInstances(ctx context.Context, member client.Client,
 	if c == nil {
 		c = http.DefaultClient
 	}
-	instances := readInstances(ctx, c, instanceTargets(mdb, pods.Items))
+	instances := readInstances(ctx, c, r.now, instanceTargets(mdb, pods.Items))
 	byPod := map[string]instanceReport{}
 	for _, in := range instances {
 		byPod[in.Pod] = in

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,7 +43,7 @@ func TestReadInstancesFromStatusEndpoints(t *testing.T) {
 	defer slow.Close()
 	defer close(block)
 
-	got := readInstances(context.Background(), http.DefaultClient, []instanceTarget{
+	got := readInstances(context.Background(), http.DefaultClient, time.Now, []instanceTarget{
 		{pod: "orders-2", url: failing.URL + "/status"},
 		{pod: "orders-1", url: standby.URL + "/status", address: "10.1.0.5:5432"},
 		{pod: "orders-3", url: slow.URL + "/status"},
@@ -137,7 +138,7 @@ func TestDemotionReachesTheReport(t *testing.T) {
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(body) }))
 	defer srv.Close()
-	got := readInstances(context.Background(), http.DefaultClient, []instanceTarget{{pod: "orders-0", url: srv.URL + "/status"}})
+	got := readInstances(context.Background(), http.DefaultClient, time.Now, []instanceTarget{{pod: "orders-0", url: srv.URL + "/status"}})
 	want := &dbfleetv1alpha1.InstanceDemotion{Epoch: 3, FinalLSN: "0/30199A8", Timeline: 2}
 	if len(got) != 1 || !reflect.DeepEqual(got[0].Demoted, want) {
 		t.Fatalf("reported %+v, want demoted %+v", got, want)

@@ -73,6 +73,15 @@ type Reconciler struct {
 	unreported sync.Map
 }
 
+// now is the agent's clock (the guard's): the one its Lease renewals are written with, so the one
+// a lapse is judged and an instance's clock compared on. The hub (no guard) uses the system's.
+func (r *Reconciler) now() time.Time {
+	if r.Guard != nil {
+		return r.Guard.Now()
+	}
+	return time.Now()
+}
+
 // firstReportHold is how long a new share's first report may wait for its StatefulSet to become
 // ready, so that one status write says both "applied" and "ready" (see holdFirstReport).
 const firstReportHold = 3 * time.Second
@@ -226,7 +235,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	var lapseWait time.Duration
 	if primary && !fenced && pass.leaseErr != nil && r.Guard != nil {
 		var lapsedNow bool
-		if lapsedNow, lapseWait = r.judgeLeaseLapse(ctx, passKey, mdb, pass.leaseErr, time.Now()); lapsedNow {
+		if lapsedNow, lapseWait = r.judgeLeaseLapse(ctx, passKey, mdb, pass.leaseErr, r.now()); lapsedNow {
 			fenced, fencedAt = true, mdb.Spec.Epoch
 			pass.fenceMessage = lapseMessage(mdb.Spec.Epoch, pass.leaseErr)
 		}

@@ -71,6 +71,12 @@ func setStatus(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult, fenced bool
 	default:
 		set(dbfleetv1alpha1.ConditionFenced, metav1.ConditionFalse, dbfleetv1alpha1.ReasonNotFenced, "the share's primary is not fenced")
 	}
+	switch {
+	case pass.clocks.skewed:
+		set(dbfleetv1alpha1.ConditionClockSkew, metav1.ConditionTrue, dbfleetv1alpha1.ReasonClocksDisagree, pass.clocks.message)
+	case pass.clocks.measured:
+		set(dbfleetv1alpha1.ConditionClockSkew, metav1.ConditionFalse, dbfleetv1alpha1.ReasonClocksAgree, pass.clocks.message)
+	}
 	if sts == nil {
 		st.Replicas, st.ReadyReplicas = 0, 0
 		set(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionUnknown, dbfleetv1alpha1.ReasonStatefulSetUnknown, "the StatefulSet is not applied")

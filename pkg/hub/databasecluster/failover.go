@@ -174,6 +174,11 @@ func (r *Reconciler) repromoteFencedPrimary(s *scope, now time.Time) bool {
 	if !meta.IsStatusConditionTrue(mdb.Status.Conditions, dbfleetv1alpha1.ConditionFenced) || mdb.Status.Epoch != p.Epoch || mdb.Spec.Epoch != p.Epoch {
 		return false
 	}
+	if s.demotion != nil || meta.IsStatusConditionTrue(mdb.Status.Conditions, dbfleetv1alpha1.ConditionClockSkew) {
+		// It is being moved off (a planned move); and a cluster whose clocks disagree would
+		// refuse its next Lease too: scheduling moves the primary off it instead.
+		return false
+	}
 	since := metav1.NewTime(now)
 	// The same pod: its share's standbys only have WAL it sent them, so none is ahead of it.
 	pod := primaryPod(dbc)
@@ -183,6 +188,24 @@ func (r *Reconciler) repromoteFencedPrimary(s *scope, now time.Time) bool {
 		"primary on %s (pod %s) fenced itself at epoch %d while cut off; promoted again at epoch %d, on the same pod: its share's standbys only have what it sent them",
 		p.Cluster, pod, p.Epoch, p.Epoch+1)
 	return true
+}
+
+// clockSkewed are the clusters whose share of the database reports ClockSkew (its instances'
+// clocks disagree with the agent's, so a primary there refuses the Lease its agent renews), with
+// the share's message: scheduling keeps the primary off them.
+func clockSkewed(s *scope) map[string]string {
+	var out map[string]string
+	for cluster, mdb := range s.memberDBs {
+		c := meta.FindStatusCondition(mdb.Status.Conditions, dbfleetv1alpha1.ConditionClockSkew)
+		if c == nil || c.Status != metav1.ConditionTrue {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[cluster] = c.Message
+	}
+	return out
 }
 
 // ReasonDemotionAbandoned is the Event raised when a planned move is dropped after the old

@@ -49,11 +49,13 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 		// Only a standby of the quorum may take the primary: the others count as having nothing.
 		progress = synchronousProgress(s)
 	}
+	noPrimary := clockSkewed(s)
 	out := scheduling.ScheduleMatched(planned, match, s.members, now, scheduling.Options{
 		DefaultTolerationSeconds: r.DefaultTolerationSeconds,
 		Avoid:                    avoid,
 		Progress:                 progress,
 		SwitchoverTo:             s.roll.switchoverTo,
+		NoPrimary:                noPrimary,
 	})
 	schedulingSeconds.Observe(time.Since(start).Seconds())
 	decisions.WithLabelValues(out.Reason).Inc()
@@ -73,10 +75,14 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 		switch {
 		case scheduling.ClusterReady(old):
 			// A planned move: demote first, promote only once the old cluster confirms.
+			why := ""
+			if reason, ok := noPrimary[from]; ok {
+				why = fmt.Sprintf(" (it cannot stay there: %s)", reason)
+			}
 			if !demoted(s.memberDBs[from], epoch) {
 				s.demotion = &demotion{cluster: from, epoch: epoch}
 				s.failover.hold(dbfleetv1alpha1.ReasonDemoting,
-					fmt.Sprintf("demoting the primary on %s (epoch %d) before promoting %s", from, epoch, to))
+					fmt.Sprintf("demoting the primary on %s (epoch %d)%s before promoting %s", from, epoch, why, to))
 				return requeue, nil
 			}
 			// The promotion token: the new primary replays past the old one's final LSN before it
@@ -86,7 +92,7 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 			if waiting != "" {
 				s.demotion = &demotion{cluster: from, epoch: epoch}
 				s.failover.hold(dbfleetv1alpha1.ReasonDemoting,
-					fmt.Sprintf("the primary on %s stepped down at epoch %d; %s before promoting %s", from, epoch, waiting, to))
+					fmt.Sprintf("the primary on %s stepped down at epoch %d%s; %s before promoting %s", from, epoch, why, waiting, to))
 				return requeue, nil
 			}
 			planned.Status.Primary.PromoteAfterLSN = lsn

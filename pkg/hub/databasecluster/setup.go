@@ -245,7 +245,8 @@ func addWithPriority(q workqueue.TypedRateLimitingInterface[reconcile.Request], 
 // urgentReport says whether an agent's report changes whether the database has a working
 // primary: the share's availability, its fencing (a fenced primary waits for the hub to hand out
 // a new epoch), the epoch it acknowledges (a planned move waits for the old primary's) or the
-// version it runs (a version roll moves to the next share on it). In a
+// version it runs (a version roll moves to the next share on it), or its clocks (a primary on a
+// cluster whose clocks disagree moves off it). In a
 // 10,000-database run, fenced primaries whose reports waited at the default priority behind
 // thousands of other databases kept 976 databases not Available for minutes after their agents
 // had recovered.
@@ -261,7 +262,7 @@ func urgentReport(old, cur client.Object) bool {
 	// A share moving from one epoch it acted on to another is a demotion (or re-promotion) the hub
 	// waits for; a new share's first epoch (from 0) is only its first report.
 	acked := o.Status.Epoch != 0 && o.Status.Epoch != c.Status.Epoch
-	return flipped(dbfleetv1alpha1.ConditionAvailable) || flipped(dbfleetv1alpha1.ConditionFenced) || acked ||
+	return flipped(dbfleetv1alpha1.ConditionAvailable) || flipped(dbfleetv1alpha1.ConditionFenced) || flipped(dbfleetv1alpha1.ConditionClockSkew) || acked ||
 		readWrite(o) != readWrite(c) || finalLSNs(o) != finalLSNs(c) || o.Status.Version != c.Status.Version
 }
 

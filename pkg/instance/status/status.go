@@ -124,6 +124,9 @@ type Status struct {
 	Diverged []string `json:"diverged,omitempty"`
 	// Demoted is where this instance's WAL ended when it last stopped as primary.
 	Demoted *Demotion `json:"demoted,omitempty"`
+	// Time is the instance's clock when it answered (RFC 3339): the agent compares it with its
+	// own, since a primary Lease renewed by a clock too far ahead is refused (ReasonClockSkew).
+	Time string `json:"time,omitempty"`
 	// Reason and Message explain the role when it is not what was asked for.
 	Reason  Reason `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`

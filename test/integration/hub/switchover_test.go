@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/test/framework"
@@ -124,5 +125,83 @@ func TestSwitchoverWhoseOldClusterIsLostBecomesAFailover(t *testing.T) {
 	if m := mdbs[next]; m.Spec.Role != dbfleetv1alpha1.RolePrimary || m.Spec.Epoch != 2 || m.Spec.PromoteAfterLSN != "" {
 		t.Errorf("new primary's MemberDatabase: role %s epoch %d promoteAfterLSN %q, want primary at 2 without one",
 			m.Spec.Role, m.Spec.Epoch, m.Spec.PromoteAfterLSN)
+	}
+}
+
+// A primary whose share reports ClockSkew (its agent's clock disagrees with its instances', so
+// its instance refuses the primary Lease and has fenced itself) is not promoted again on the
+// same cluster, where it would refuse the next Lease too: the hub moves it to the other cluster
+// by a planned switchover (demote, then promote past the final LSN), and the Demoting condition
+// says why.
+func TestClockSkewedPrimaryMovesByPlannedSwitchover(t *testing.T) {
+	f := newFixture(t)
+	startHub(t)
+	f.member("a", "r1", 100)
+	f.member("b", "r2", 100)
+	f.policy("spread", 0, map[string]string{"app": "orders"}, divided())
+	f.database("orders", 2, map[string]string{"app": "orders"})
+	dbc := f.waitDatabase("orders", "placed on both", func(d *dbfleetv1alpha1.DatabaseCluster) bool { return len(d.Status.Placements) == 2 })
+	f.waitMemberDatabases("orders", shares(dbc))
+	old, next := dbc.Status.Primary.Cluster, ""
+	for cluster, mdb := range f.placedMemberDatabases("orders") {
+		role := dbfleetv1alpha1.InstanceRunningStandby
+		if cluster == old {
+			role = dbfleetv1alpha1.InstanceRunningPrimary
+		} else {
+			next = cluster
+		}
+		f.reportInstances(mdb, dbfleetv1alpha1.InstanceStatus{Pod: "orders-" + cluster, Role: role, Ready: true,
+			ReceivedLSN: "0/3000000", ReplayedLSN: "0/3000000"})
+	}
+	reportReady(f, "orders")
+	f.waitDatabase("orders", "available", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return hasCondition(d, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue, "")
+	})
+
+	// The old primary's agent now runs an hour ahead: its instance fenced itself at epoch 1
+	// (a clean fast shutdown, so it knows its final LSN), and the agent says both.
+	const final = "0/30199A8"
+	oldMDB := f.memberDatabases("orders")[old]
+	fresh := &dbfleetv1alpha1.MemberDatabase{}
+	if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(oldMDB), fresh); err != nil {
+		t.Fatal(err)
+	}
+	setAgentStatus(fresh, fresh.Spec.Replicas, false)
+	fresh.Status.Instances = []dbfleetv1alpha1.InstanceStatus{{Pod: "orders-" + old, Role: dbfleetv1alpha1.InstanceFenced,
+		Demoted: &dbfleetv1alpha1.InstanceDemotion{Epoch: 1, FinalLSN: final, Timeline: 1}}}
+	meta.SetStatusCondition(&fresh.Status.Conditions, metav1.Condition{Type: dbfleetv1alpha1.ConditionFenced, Status: metav1.ConditionTrue,
+		Reason: dbfleetv1alpha1.ReasonInstanceFenced, Message: "the primary instance fenced itself at epoch 1"})
+	meta.SetStatusCondition(&fresh.Status.Conditions, metav1.Condition{Type: dbfleetv1alpha1.ConditionClockSkew, Status: metav1.ConditionTrue,
+		Reason: dbfleetv1alpha1.ReasonClocksDisagree, Message: "the clock of instance orders-" + old + " is 1h0m0s behind the agent's"})
+	if err := f.c.Status().Update(f.ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+
+	demoting := f.waitDatabase("orders", "demoting the skewed primary", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, dbfleetv1alpha1.ReasonDemoting)
+	})
+	if c := meta.FindStatusCondition(demoting.Status.Conditions, dbfleetv1alpha1.ConditionFailoverInProgress); !containsAll(c.Message, old, "1h0m0s behind") {
+		t.Errorf("Demoting says %q, want it to name %s and its clock", c.Message, old)
+	}
+	if p := demoting.Status.Primary; p.Cluster != old || p.Epoch != 1 {
+		t.Fatalf("primary %+v while demoting, want still %s at epoch 1 (never promoted again on a skewed cluster)", p, old)
+	}
+	var demoted *dbfleetv1alpha1.MemberDatabase
+	if err := framework.WaitFor(f.ctx, framework.DefaultTimeout, "the old primary's share demoted", func(context.Context) (bool, error) {
+		demoted = f.memberDatabases("orders")[old]
+		return demoted.Spec.Role == dbfleetv1alpha1.RoleReplica && demoted.Spec.Epoch == 2, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Its agent releases the Lease and reports epoch 2; the instance keeps its final LSN.
+	f.reportAsAgent(demoted, demoted.Spec.Replicas, true)
+	moved := f.waitDatabase("orders", "switched over", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return d.Status.Primary.Cluster == next
+	})
+	if p := moved.Status.Primary; p.Epoch != 2 || p.PromoteAfterLSN != final {
+		t.Errorf("primary %+v, want %s at epoch 2 promoted after %s", p, next, final)
+	}
+	if m := f.waitMemberDatabases("orders", shares(moved))[old]; m.Spec.Role != dbfleetv1alpha1.RoleReplica {
+		t.Errorf("the skewed cluster's share is %s, want a replica", m.Spec.Role)
 	}
 }
