@@ -9,7 +9,7 @@
 //	localfed down
 //	localfed status
 //	localfed stop COMPONENT     # e.g. agent-west: a fault to watch
-//	localfed start COMPONENT    # start it again, with the command up used
+//	localfed start COMPONENT [ARG...]  # start it again, with the command up used (plus ARGs, this once)
 //	localfed kill MEMBER        # kill a whole member at once (its processes and containers, SIGKILL); start its components again to bring it back
 package main
 
@@ -36,7 +36,9 @@ const usage = `usage: localfed COMMAND [flags]
   status   print each process, its pid and whether it is alive; exits 1 when some
            are not running, 3 when none is
   stop C   stop component C (e.g. agent-west, apiserver-east) by its pid file
-  start C  start component C again with the command up used
+  start C [ARG...]
+           start component C again with the command up used, ARGs appended for this run
+           only (e.g. start agent-west --clock-offset=1h)
   kill M   kill member M whole, as a power cut would (SIGKILL to its API server, controller
            manager, scheduler, agent, kubelets, containerds and every container on its nodes);
            prints the components to start again, in order
@@ -123,11 +125,11 @@ func main() {
 		}
 		err = killMember(d, fs.Arg(0))
 	case "start", "stop":
-		if fs.NArg() != 1 {
+		if fs.NArg() < 1 || (cmd == "stop" && fs.NArg() != 1) {
 			fail(fmt.Errorf("%s takes one component, e.g. agent-west (see localfed status)", cmd))
 		}
 		if cmd == "start" {
-			err = startComponent(d, fs.Arg(0))
+			err = startComponent(d, fs.Arg(0), fs.Args()[1:]...)
 		} else {
 			err = stopComponent(d, fs.Arg(0))
 		}

@@ -110,8 +110,9 @@ func printNodes(d layout.Dir, st *layout.State) {
 // errNothingRuns: status exits 3 when no process of the federation is alive (1 when some are not).
 var errNothingRuns = errors.New("no process of the federation is running")
 
-// startComponent starts a stopped component again, exactly as up started it.
-func startComponent(d layout.Dir, name string) error {
+// startComponent starts a stopped component again, as up started it, with extra appended to
+// its arguments for this run only.
+func startComponent(d layout.Dir, name string, extra ...string) error {
 	st, err := d.Load()
 	if err != nil {
 		return err
@@ -123,6 +124,8 @@ func startComponent(d layout.Dir, name string) error {
 	if pid, alive := pidStatus(d, name); alive {
 		return fmt.Errorf("%s is already running (pid %d)", name, pid)
 	}
+	// The extra arguments are for this run only: state.json keeps the command up used.
+	c.Args = append(slices.Clip(c.Args), extra...)
 	r, err := start(d, c)
 	if err != nil {
 		return err
@@ -136,6 +139,10 @@ func startComponent(d layout.Dir, name string) error {
 		}
 		return fmt.Errorf("%s (pid %d) %v at once; its log %s ends:\n%s", name, r.Pid(), how, rel(r.LogFile()), process.Tail(r.LogFile(), 15))
 	case <-time.After(time.Second):
+	}
+	if len(extra) > 0 {
+		say("%s: started (pid %d) with %s, log %s", name, r.Pid(), strings.Join(extra, " "), rel(r.LogFile()))
+		return nil
 	}
 	say("%s: started (pid %d), log %s", name, r.Pid(), rel(r.LogFile()))
 	return nil

@@ -266,11 +266,12 @@ func (f *federation) stop(t *testing.T, component string) {
 	}
 }
 
-// start starts a component again with `localfed start`, as `localfed up` ran it.
-func (f *federation) start(t *testing.T, component string) {
+// start starts a component again with `localfed start`, as `localfed up` ran it, with extra
+// arguments appended for this run.
+func (f *federation) start(t *testing.T, component string, extra ...string) {
 	t.Helper()
 	var out bytes.Buffer
-	if err := f.localfed(&out, "start", component); err != nil {
+	if err := f.localfed(&out, "start", append([]string{component}, extra...)...); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	delete(f.stopped, component)

@@ -34,6 +34,9 @@ import (
 //   - FrozenAgentAsync: the agent frozen, asynchronous replication.
 //   - SwitchoverRequired: no fault, a planned switchover (the first preferred cluster changed) under
 //     required replication: the old primary hands its final LSN to the new one.
+//   - AgentClockAheadRequired: its agent restarted with its clock an hour ahead; the primary
+//     instance refuses the Lease it renews and fences, the agent reports ClockSkew, and the hub
+//     moves the primary off that member by a planned switchover.
 //
 // The primary's instance manager must stop taking writes on its own (no Lease renewal reaches
 // it) before the hub promotes a standby at epoch + 1. Then: the windows in which instances
@@ -99,6 +102,26 @@ func TestFailoverUnderWrites(t *testing.T) {
 			}, thaw
 		}
 	}
+	// clockAhead restarts the member's agent with its clock an hour ahead of its pods': every
+	// primary Lease it renews says a renewTime an hour in the instances' future, which they
+	// refuse (ClockSkew); heal restarts it on the system's clock.
+	clockAhead := func(member string) (inject, heal func(t *testing.T)) {
+		agent := layout.Agent(member)
+		return func(t *testing.T) {
+				fed.stop(t, agent)
+				fed.start(t, agent, "--clock-offset=1h")
+				t.Cleanup(func() { // on the system's clock again, even when the test fails half-way
+					if !t.Failed() {
+						return
+					}
+					fed.stop(t, agent)
+					fed.start(t, agent)
+				})
+			}, func(t *testing.T) {
+				fed.stop(t, agent)
+				fed.start(t, agent)
+			}
+	}
 	// switchTo is a planned switchover: the first preference changes to target.
 	switchTo := func(ns, target string) func(string) (inject, heal func(t *testing.T)) {
 		return func(string) (inject, heal func(t *testing.T)) {
@@ -130,6 +153,7 @@ func TestFailoverUnderWrites(t *testing.T) {
 		{"MemberKilledRequired", "killed-required", "east", required, kill, "the whole member killed (API server, agent, kubelet, containerd and every container: SIGKILL)"},
 		{"LaggingStandbyRequired", "lagging-required", "west", required, lagThenFreeze("lagging-required"), "a standby lagging by many megabytes (replay paused, 64 MB written), then the agent frozen (SIGSTOP)"},
 		{"SwitchoverRequired", "switchover-required", "central", required, switchTo("switchover-required", "west"), "switchover to west asked (spec.primary.preferredClusters)"},
+		{"AgentClockAheadRequired", "clock-ahead-required", "west", required, clockAhead, "agent restarted with its clock an hour ahead (--clock-offset=1h)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
