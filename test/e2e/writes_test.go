@@ -29,6 +29,8 @@ import (
 //
 //   - FrozenAgentRequired: its agent frozen (SIGSTOP) while its pods, kubelet and API server run
 //     on; synchronous replication ANY 1 of the standbys in the other two members, required.
+//   - AgentCutOffRequired: its agent cut off the hub (the link through the test's proxy) while
+//     it runs on against its member; the same replication.
 //   - APIServerStoppedRequired: its API server stopped (the agent, the kubelet and the instances
 //     run on but see nothing); the same replication.
 //   - FrozenAgentAsync: the agent frozen, asynchronous replication.
@@ -102,6 +104,11 @@ func TestFailoverUnderWrites(t *testing.T) {
 			}, thaw
 		}
 	}
+	// cutOff cuts the member's agent off the hub (its connections through the test's proxy
+	// dropped, new ones refused) while it, its pods and its API server run on.
+	cutOff := func(member string) (inject, heal func(t *testing.T)) {
+		return func(t *testing.T) { fed.partition(t, member) }, func(*testing.T) { fed.proxies[member].Heal() }
+	}
 	// clockAhead restarts the member's agent with its clock an hour ahead of its pods': every
 	// primary Lease it renews says a renewTime an hour in the instances' future, which they
 	// refuse (ClockSkew); heal restarts it on the system's clock.
@@ -148,6 +155,7 @@ func TestFailoverUnderWrites(t *testing.T) {
 		what             string
 	}{
 		{"FrozenAgentRequired", "frozen-required", "central", required, freeze, "agent frozen (SIGSTOP); its pods, kubelet and API server run on"},
+		{"AgentCutOffRequired", "cutoff-required", "east", required, cutOff, "agent cut off the hub; it, its pods and its API server run on"},
 		{"APIServerStoppedRequired", "apiserver-required", "west", required, stopAPIServer, "API server stopped; its agent, kubelet and pods run on"},
 		{"FrozenAgentAsync", "frozen-async", "east", nil, freeze, "agent frozen (SIGSTOP), asynchronous replication"},
 		{"MemberKilledRequired", "killed-required", "east", required, kill, "the whole member killed (API server, agent, kubelet, containerd and every container: SIGKILL)"},
