@@ -77,6 +77,18 @@ bench-failover: k8s-bins images ## Failover figures from a writer's side on real
 		DBFLEET_E2E_TIMINGS=$$timings $(GO) test -count=1 -timeout 40m -run 'TestFailoverUnderWrites' -v ./test/e2e/ | tee _output/bench-failover-$$timings.log | grep -E 'FIGURE|^(--- |ok|FAIL)'; \
 	done
 
+# Replication lag across clusters under pgbench load (asynchronous and synchronous required) and
+# ten databases failing over at once, on real nodes: the e2e suite's TestReplicationLagUnderPgbench
+# and TestTenDatabasesFailingOver, which skip unless DBFLEET_E2E_BENCH=1. BENCH_REPLICATION_RUN
+# picks one (e.g. TestTenDatabasesFailingOver); DBFLEET_E2E_BENCH_REPLICAS=2 gives the ten
+# databases 2 replicas each.
+BENCH_REPLICATION_RUN ?= TestReplicationLagUnderPgbench|TestTenDatabasesFailingOver
+
+.PHONY: bench-replication
+bench-replication: k8s-bins images ## Replication lag under pgbench (async and synchronous required) and ten databases failing over at once, on real nodes (about 20 min); FIGURE lines, log in _output/.
+	@mkdir -p _output
+	DBFLEET_E2E_BENCH=1 $(GO) test -count=1 -timeout 45m -run '$(BENCH_REPLICATION_RUN)' -v ./test/e2e/ | tee _output/bench-replication.log | grep -E 'FIGURE|^(--- |ok|FAIL)'
+
 # make bench-latency: apply → StatefulSets → Available on a local federation with kwok nodes (its own
 # state directory, _output/bench-latency/fed, brought up and down); BENCH_LATENCY_FLAGS="--one 20 --burst 20".
 BENCH_LATENCY_FLAGS ?=

@@ -32,6 +32,16 @@
 //   - TestPropagationLatency: create → StatefulSets → Pods Ready → Available, p50 and max, for a
 //     3 DatabaseClusters one at a time (docs/performance.md).
 //
+// Two benchmarks skip unless DBFLEET_E2E_BENCH=1 (`make bench-replication` sets it), so the suite
+// does not grow slower; they log FIGURE lines for docs/performance.md:
+//
+//   - TestReplicationLagUnderPgbench: pgbench against readWrite, asynchronously and with
+//     synchronous ANY 1 required; the primary's pg_stat_replication sampled every 500 ms gives the
+//     standbys' lag in bytes and time; every standby must replay up to the primary afterwards.
+//   - TestTenDatabasesFailingOver: ten databases with their primaries in one member, a writer
+//     each, that member's agent frozen: every one must fail over at epoch + 1 with no acknowledged
+//     row lost and rejoin; the write gaps and the machine's load are logged.
+//
 // It needs the Kubernetes binaries of `make k8s-bins` (bin/k8s, or $KUBEBUILDER_ASSETS), about
 // 2 GB of memory and 3 to 5 minutes, and is skipped by `go test -short`. Run it alone with
 //

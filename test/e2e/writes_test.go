@@ -47,24 +47,6 @@ import (
 // follows the new one as a standby and converges to the new primary's rows. The write gap the
 // client saw is logged (docs/performance.md).
 func TestFailoverUnderWrites(t *testing.T) {
-	freeze := func(member string) (inject, heal func(t *testing.T)) {
-		var pid int
-		return func(t *testing.T) {
-				var err error
-				if pid, err = process.ReadPidFile(fed.dir.PidFile(layout.Agent(member))); err != nil {
-					t.Fatal(err)
-				}
-				if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-					t.Fatal(err)
-				}
-				// Thawed even when the test fails half-way; a second SIGCONT does nothing.
-				t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
-			}, func(t *testing.T) {
-				if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-					t.Errorf("thaw %s (pid %d): %v", layout.Agent(member), pid, err)
-				}
-			}
-	}
 	stopAPIServer := func(member string) (inject, heal func(t *testing.T)) {
 		return func(t *testing.T) { fed.stop(t, layout.APIServer(member)) },
 			func(t *testing.T) { fed.start(t, layout.APIServer(member)) }
@@ -254,28 +236,7 @@ func failoverUnderWrites(t *testing.T, ns, lost string, synchronous *dbfleetv1al
 	// The old primary's share is kept (purgeMode Never) as replicas at the new epoch: its
 	// instance rewinds and streams from the new primary.
 	await(t, 3*time.Minute, oldPrimary+" streaming from the new primary", func(ctx context.Context) (bool, error) {
-		mdb := &dbfleetv1alpha1.MemberDatabase{}
-		if err := fed.hub.Get(ctx, client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(lost), Name: dbfleetv1alpha1.MemberDatabaseName(ns, dbc.Name)}, mdb); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		for _, in := range mdb.Status.Instances {
-			if lost+"/"+in.Pod == oldPrimary {
-				// Every state it passes through is logged once, so a rejoin that stalls says where.
-				state := fmt.Sprintf("%s: role %s, ready %t, share at epoch %d", oldPrimary, in.Role, in.Ready, mdb.Status.Epoch)
-				if in.Message != "" {
-					state += ": " + in.Message
-				}
-				if r := in.Rejoin; r != nil {
-					state += fmt.Sprintf(" (rejoined epoch %d: %s %s)", r.Epoch, r.Method, r.Message)
-				}
-				sw.mark(state, true)
-				// At the new epoch or a later one: a starved new primary may have fenced itself
-				// and been promoted again since.
-				return in.Role == dbfleetv1alpha1.InstanceRunningStandby && in.Ready && mdb.Status.Epoch >= newPrimary.Epoch &&
-					mdb.Status.Epoch == mdb.Spec.Epoch, nil
-			}
-		}
-		return false, nil
+		return rejoined(ctx, sw, dbc, lost, oldPrimary, newPrimary.Epoch)
 	})
 	sw.lap(oldPrimary + " streams as a standby")
 	w.awaitAcks(t, promoted, 50, time.Minute)
@@ -311,6 +272,53 @@ func failoverUnderWrites(t *testing.T, ns, lost string, synchronous *dbfleetv1al
 		return err == nil && slices.Equal(missing, lostRows), nil
 	})
 	sw.lap(fmt.Sprintf("the old primary holds the new primary's %d acknowledged rows", len(acks)-len(lostRows)))
+}
+
+// freeze is the fault of the member's agent frozen (SIGSTOP) while its pods, kubelet and API
+// server run on; heal thaws it (SIGCONT).
+func freeze(member string) (inject, heal func(t *testing.T)) {
+	var pid int
+	return func(t *testing.T) {
+			var err error
+			if pid, err = process.ReadPidFile(fed.dir.PidFile(layout.Agent(member))); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			// Thawed even when the test fails half-way; a second SIGCONT does nothing.
+			t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+		}, func(t *testing.T) {
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				t.Errorf("thaw %s (pid %d): %v", layout.Agent(member), pid, err)
+			}
+		}
+}
+
+// rejoined reports whether the old primary (member/pod) of dbc, in the lost member's share, runs
+// as a Ready standby in a share at epoch or a later one (a starved new primary may have fenced
+// itself and been promoted again since). Every state it passes through is logged once, so a
+// rejoin that stalls says where.
+func rejoined(ctx context.Context, sw *stopwatch, dbc *dbfleetv1alpha1.DatabaseCluster, lost, oldPrimary string, epoch int64) (bool, error) {
+	mdb := &dbfleetv1alpha1.MemberDatabase{}
+	if err := fed.hub.Get(ctx, client.ObjectKey{Namespace: dbfleetv1alpha1.MemberNamespace(lost), Name: dbfleetv1alpha1.MemberDatabaseName(dbc.Namespace, dbc.Name)}, mdb); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	for _, in := range mdb.Status.Instances {
+		if lost+"/"+in.Pod == oldPrimary {
+			state := fmt.Sprintf("%s: role %s, ready %t, share at epoch %d", oldPrimary, in.Role, in.Ready, mdb.Status.Epoch)
+			if in.Message != "" {
+				state += ": " + in.Message
+			}
+			if r := in.Rejoin; r != nil {
+				state += fmt.Sprintf(" (rejoined epoch %d: %s %s)", r.Epoch, r.Method, r.Message)
+			}
+			sw.mark(state, true)
+			return in.Role == dbfleetv1alpha1.InstanceRunningStandby && in.Ready && mdb.Status.Epoch >= epoch &&
+				mdb.Status.Epoch == mdb.Spec.Epoch, nil
+		}
+	}
+	return false, nil
 }
 
 // traceInstances logs, once each, the states that the instances of dbc report through their
