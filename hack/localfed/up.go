@@ -297,6 +297,10 @@ func (f *fed) summary() {
 		{"bin/localfed status", "every process and its pid"},
 		{"make localfed-down", "stop everything and remove " + rel(string(f.dir))},
 	}
+	if f.st.NoDBFleet {
+		lines = slices.Delete(lines, 0, 2) // nothing of dbfleet yet: docs/install.md installs it
+		lines = slices.Insert(lines, 0, [2]string{hub + " get nodes,pods -A", "the hub cluster"})
+	}
 	width := 0
 	for _, l := range lines {
 		width = max(width, len(l[0]))

@@ -129,6 +129,7 @@ func TestHelmInstall(t *testing.T) {
 		mon := watchDatabase(t, hub, clusters, base)
 		pod := hubPod(t, hub, leader)
 		id := containerID(t, pod)
+		restarts := pod.Status.ContainerStatuses[0].RestartCount
 		// The kubelet would restart the killed container at once, and a restarted hub competes
 		// for the expired Lease on equal terms with the standby (the first run of this test saw
 		// it win): with the node's kubelet stopped the killed replica stays down, as on a node
@@ -147,6 +148,13 @@ func TestHelmInstall(t *testing.T) {
 		sw.lap("the new leader reconciled the DatabaseCluster")
 		localfedOrFail(t, "start", kubelet)
 		// The kubelet restarts the killed container; the upgrade starts from two Ready replicas.
+		await(t, 2*time.Minute, "the killed container restarted in "+leader+" and Ready", func(ctx context.Context) (bool, error) {
+			p := hubPod(t, hub, leader)
+			if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].RestartCount <= restarts || !podReady(p) {
+				return false, fmt.Errorf("%s: container statuses %+v, ready %t", leader, p.Status.ContainerStatuses, podReady(p))
+			}
+			return true, nil
+		})
 		awaitHubRollout(t, hub, images.HubRepository+":"+localTag)
 		sw.lap("the killed replica restarted and Ready")
 		if now := awaitLeader(t, hub, ""); now != next {
@@ -572,7 +580,7 @@ func observe(t *testing.T, hub client.Client, clusters map[string]client.Client)
 // differences lists how got differs from base.
 func differences(base, got state) []string {
 	var out []string
-	if got.primary != base.primary {
+	if p, b := got.primary, base.primary; p.Cluster != b.Cluster || p.Pod != b.Pod || p.Epoch != b.Epoch || !p.Since.Equal(b.Since) {
 		out = append(out, fmt.Sprintf("status.primary %+v, was %+v", got.primary, base.primary))
 	}
 	for c, sh := range base.shares {
