@@ -21,9 +21,15 @@ demo: k8s-bins images ## Bring up the local federation, place a database, cut a 
 # The end-to-end suite runs after the others, alone: its primaries run on real nodes and fence
 # themselves when the machine is starved (on 2 cores, next to the integration suites, a fresh-clone
 # run saw primaries fence and re-promote, and the latency and placement tests time out).
+# The install suite runs last, alone too: it brings up a federation of its own (never two at once).
 test: k8s-bins images ## Run unit, integration and end-to-end tests: real kube-apiserver/etcd, real PostgreSQL, a local federation on real nodes (builds what it needs on first use).
-	$(GO) test -count=1 -timeout 40m $$($(GO) list ./... | grep -v '/test/e2e$$')
+	$(GO) test -count=1 -timeout 40m $$($(GO) list ./... | grep -v -e '/test/e2e$$' -e '/test/install$$')
 	$(GO) test -count=1 -timeout 50m ./test/e2e
+	$(MAKE) --no-print-directory test-install
+
+.PHONY: test-install
+test-install: k8s-bins images helm ## Install dbfleet with its Helm charts on a local federation whose hub cluster has a real node: hub as 2 pods with leader election, agents as pods; kill the leader, helm upgrade to a rebuilt image; no database moves.
+	$(GO) test -count=1 -v -timeout 25m ./test/install
 
 .PHONY: test-unit
 test-unit: ## Run only the unit tests (no API server).

@@ -14,6 +14,8 @@
 // postgres-15 carries the name the agent gives a database of engine postgres, version "15" and
 // no spec.image, so such a database runs as it is once the archive is imported into a node.
 //
+// --tag T names the hub and agent images R:T instead of R:dev (the archives keep their file names).
+//
 // `images push --repo R --tag T` pushes bin/images/{hub,agent}.tar as R/hub:T and R/agent:T
 // (make push IMAGE_REPO=R).
 package main
@@ -65,6 +67,7 @@ func main() {
 	flag.StringVar(&m.version, "version", "", "org.opencontainers.image.version of the hub and agent images (default: git describe --tags --always --dirty, else dev).")
 	flag.StringVar(&m.revision, "revision", "", "org.opencontainers.image.revision (default: git rev-parse HEAD, else none).")
 	flag.StringVar(&m.source, "source", images.Source, "org.opencontainers.image.source.")
+	flag.StringVar(&m.tag, "tag", LocalTag, "The tag the hub and agent archives name their images with (a rebuilt image under a tag of its own, as make test-install upgrades to).")
 	flag.Parse()
 	m.complete()
 	if err := run(*out, *only, m); err != nil {
@@ -76,6 +79,7 @@ func main() {
 // buildMeta is what the hub and agent images' labels say of the build.
 type buildMeta struct {
 	version, revision, source string
+	tag                       string // of the hub and agent images; empty: LocalTag
 }
 
 // complete fills in the version and revision from git where they were not given.
@@ -123,6 +127,10 @@ func run(out, only string, m buildMeta) error {
 		{"postgres-" + pgMajor + ".tar", PostgresImage, postgresImage},
 		{"agent.tar", AgentImage, agentImage},
 		{"hub.tar", HubImage, hubImage},
+	}
+	if m.tag != "" && m.tag != LocalTag {
+		all[2].name = images.AgentRepository + ":" + m.tag
+		all[3].name = images.HubRepository + ":" + m.tag
 	}
 	want := map[string]bool{}
 	for _, n := range strings.Split(only, ",") {

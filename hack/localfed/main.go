@@ -5,7 +5,7 @@
 // process. Every process runs detached with a pid file, so the federation outlives the command
 // and is stopped by pid. See docs/localfed.md.
 //
-//	localfed up [--members east,west,central] [--nodes real|kwok] [--nodes-per-member 1] [--cluster-grace-period 20s] [--heartbeat-interval 5s] [--fence-after 15s] [--volumes 60]
+//	localfed up [--members east,west,central] [--nodes real|kwok] [--nodes-per-member 1] [--cluster-grace-period 20s] [--heartbeat-interval 5s] [--fence-after 15s] [--volumes 60] [--hub-node] [--no-dbfleet]
 //	localfed down
 //	localfed status
 //	localfed stop COMPONENT     # e.g. agent-west: a fault to watch
@@ -75,6 +75,10 @@ func main() {
 		fs.StringVar(&o.nodes, "nodes", realNodes, "the members' nodes: real (kubelet, containerd and runc; pods run as containers; needs root and Linux) "+
 			"or kwok (fake nodes whose pods run nothing: for scale, and for machines where real ones cannot run)")
 		fs.IntVar(&o.nodesPerMember, "nodes-per-member", 1, "nodes in each member cluster")
+		fs.BoolVar(&o.hubNode, "hub-node", false, "give the hub cluster a real node, a controller manager and a scheduler, "+
+			"with the hub image imported (bin/images/hub.tar), so the hub can run there as pods (real nodes only)")
+		fs.BoolVar(&o.noDBFleet, "no-dbfleet", false, "start the clusters only: no CRDs, no hub, no join and no agents "+
+			"(install dbfleet yourself, e.g. with the Helm charts)")
 	}
 	if err := fs.Parse(args); err != nil {
 		os.Exit(2)
@@ -98,12 +102,15 @@ func main() {
 		if o.nodesPerMember < 1 || o.nodesPerMember > 9 {
 			fail(fmt.Errorf("--nodes-per-member must be 1 to 9, got %d", o.nodesPerMember))
 		}
+		if o.hubNode && o.nodes != realNodes {
+			fail(fmt.Errorf("--hub-node needs --nodes %s", realNodes))
+		}
 		bin, err := filepath.Abs(*binFlag)
 		if err != nil {
 			fail(err)
 		}
 		crds, _ := filepath.Abs(filepath.Join("deploy", "crds"))
-		bins, err := findBinaries(bin, crds, o.nodes)
+		bins, err := findBinaries(bin, crds, o)
 		if err != nil {
 			fail(err)
 		}

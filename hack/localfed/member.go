@@ -86,3 +86,20 @@ func (f *fed) startMemberControlPlane(ctx context.Context, m layout.Member) erro
 	say("%s: %d fake Nodes Ready and schedulable (%s/%s), %d volumes", m.Name, f.nodesPerMember, m.Region, m.Zone, f.volumes)
 	return nil
 }
+
+// hubSite labels the hub cluster's node (--hub-node) as a member's region and zone label theirs.
+var hubSite = layout.Member{Name: layout.HubCluster, Region: "hub", Zone: "hub-a"}
+
+// startHubControlPlane gives the hub cluster what a member has (--hub-node): a controller manager
+// (Deployments, ReplicaSets, the root CA ConfigMap the pods' service-account volumes mount), a
+// scheduler and a real node with the hub image, so the hub runs there as pods. Its pods reach the
+// hub API server through the `kubernetes` Service as members' pods reach theirs (network.go).
+func (f *fed) startHubControlPlane(ctx context.Context) error {
+	kubeconfig := f.dir.Kubeconfig(layout.HubCluster)
+	p := clusterPKI{dir: f.dir.PKI(layout.HubCluster)}
+	p.saKey = p.dir + "/sa.key"
+	return f.startRealMember(ctx, hubSite, []layout.Component{
+		controllerManagerComponent(f.bins.controllerManager, layout.HubCluster, kubeconfig, p),
+		schedulerComponent(f.bins.scheduler, layout.HubCluster, kubeconfig),
+	})
+}

@@ -226,10 +226,19 @@ func ctr(ctx context.Context, socket string, args ...string) error {
 // pulled from a registry.
 var memberImages = []string{"pause.tar", "postgres-15.tar", "agent.tar"}
 
-// importImages imports memberImages into the node's containerd.
+// hubImages are the archives the hub cluster's node imports (--hub-node): the sandbox and the
+// hub's, for a hub installed as pods (the Helm chart, with the image's pull policy Never or
+// IfNotPresent).
+var hubImages = []string{"pause.tar", "hub.tar"}
+
+// importImages imports memberImages (hubImages on the hub's node) into the node's containerd.
 func (f *fed) importImages(ctx context.Context, node layout.Node) error {
+	images := memberImages
+	if node.Member == layout.HubCluster {
+		images = hubImages
+	}
 	var archives []string
-	for _, a := range memberImages {
+	for _, a := range images {
 		archives = append(archives, filepath.Join(f.bins.images, a))
 	}
 	start := time.Now()
@@ -320,6 +329,18 @@ func (f *fed) planNodes() error {
 			f.st.Nodes = append(f.st.Nodes, node)
 		}
 	}
+	if f.st.HubNode {
+		// After the members' nodes, so theirs keep the bridges and subnets they have without it.
+		k++
+		node := layout.Node{Name: layout.HubCluster + "-node-0", Member: layout.HubCluster}
+		planNode(n, k, &node)
+		socket, err := socketFor(nodeFiles{dir: f.dir.NodeDir(node.Name)})
+		if err != nil {
+			return err
+		}
+		node.Socket = socket
+		f.st.Nodes = append(f.st.Nodes, node)
+	}
 	return nil
 }
 
@@ -372,7 +393,11 @@ func (f *fed) startRealMember(ctx context.Context, m layout.Member, components [
 	if err != nil {
 		return err
 	}
-	if err := createRealVolumes(ctx, cs, f.dir, nodes, f.volumes); err != nil {
+	volumes := f.volumes
+	if m.Name == layout.HubCluster {
+		volumes = 0 // the hub keeps no data in volumes
+	}
+	if err := createRealVolumes(ctx, cs, f.dir, nodes, volumes); err != nil {
 		return fmt.Errorf("%s: volumes: %w", m.Name, err)
 	}
 	for _, node := range nodes {
@@ -381,6 +406,6 @@ func (f *fed) startRealMember(ctx context.Context, m layout.Member, components [
 	if err := waitReady(ctx, m.Name+"'s nodes", 2*time.Minute, nodesSchedulable(cs, len(nodes)), procs...); err != nil {
 		return err
 	}
-	say("%s: %d real node(s) Ready (%s/%s), %d volumes", m.Name, len(nodes), m.Region, m.Zone, f.volumes)
+	say("%s: %d real node(s) Ready (%s/%s), %d volumes", m.Name, len(nodes), m.Region, m.Zone, volumes)
 	return nil
 }

@@ -71,7 +71,11 @@ func printNodes(d layout.Dir, st *layout.State) {
 	fmt.Printf("\nnodes (%s):\n", st.NodeKind)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "MEMBER\tNODE\tREADY\tRUNTIME\tKUBELET\tINTERNAL-IP\tBRIDGE\tPOD SUBNET")
-	for _, m := range st.Members {
+	clusters := st.Members
+	if st.HubNode {
+		clusters = append([]layout.Member{hubSite}, clusters...)
+	}
+	for _, m := range clusters {
 		cs, err := clientFor(d.Kubeconfig(m.Name))
 		var nodes *corev1.NodeList
 		if err == nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +27,8 @@ type upOptions struct {
 	volumes           int
 	nodes             string // "real" or "kwok"
 	nodesPerMember    int
+	hubNode           bool // the hub cluster gets a real node too
+	noDBFleet         bool // no CRDs, hub, join or agents
 }
 
 const (
@@ -41,7 +44,8 @@ type binaries struct {
 	images                                                                   string // the OCI archives real nodes import
 }
 
-func findBinaries(binDir, crds, nodes string) (binaries, error) {
+func findBinaries(binDir, crds string, o upOptions) (binaries, error) {
+	nodes := o.nodes
 	k8s := filepath.Join(binDir, "k8s")
 	b := binaries{
 		etcd: filepath.Join(k8s, "etcd"), apiserver: filepath.Join(k8s, "kube-apiserver"),
@@ -62,15 +66,21 @@ func findBinaries(binDir, crds, nodes string) (binaries, error) {
 		}
 	}
 	if nodes == realNodes {
-		for _, image := range memberImages {
-			if p := filepath.Join(b.images, image); !exists(p) {
+		want := memberImages
+		if o.hubNode {
+			want = append(slices.Clone(want), hubImages...)
+		}
+		for _, image := range want {
+			if p := filepath.Join(b.images, image); !exists(p) && !slices.Contains(missing, rel(p)+" (make images)") {
 				missing = append(missing, rel(p)+" (make images)")
 			}
 		}
 	}
-	for _, p := range []string{b.hub, b.agent} {
-		if _, err := os.Stat(p); err != nil {
-			missing = append(missing, rel(p)+" (make build)")
+	if !o.noDBFleet {
+		for _, p := range []string{b.hub, b.agent} {
+			if _, err := os.Stat(p); err != nil {
+				missing = append(missing, rel(p)+" (make build)")
+			}
 		}
 	}
 	if _, err := os.Stat(crds); err != nil {
@@ -141,7 +151,7 @@ func up(ctx context.Context, d layout.Dir, bins binaries, o upOptions) error {
 	f := &fed{dir: d, bins: bins, volumes: o.volumes, nodesPerMember: o.nodesPerMember, procs: map[string]*process.Process{}, st: &layout.State{
 		Started: time.Now().UTC(), Members: o.members, Servers: map[string]string{}, AgentHealth: map[string]string{},
 		GracePeriod: o.gracePeriod.String(), HeartbeatInterval: o.heartbeatInterval.String(), FenceAfter: o.fenceAfter.String(),
-		NodeKind: o.nodes,
+		NodeKind: o.nodes, HubNode: o.hubNode, NoDBFleet: o.noDBFleet,
 	}}
 	if o.nodes == realNodes {
 		if err := ensureHostTools(ctx); err != nil {
@@ -194,23 +204,37 @@ func (f *fed) bringUp(ctx context.Context) error {
 		return err
 	}
 
+	what := "each member's controller manager, scheduler and kwok"
 	if f.st.NodeKind == realNodes {
-		say("starting each member's controller manager, scheduler and real nodes (containerd, kubelet), and the hub")
-	} else {
-		say("starting each member's controller manager, scheduler and kwok, and the hub")
+		what = "each member's controller manager, scheduler and real nodes (containerd, kubelet)"
 	}
+	if f.st.HubNode {
+		what += "; the hub cluster's, with the hub image on its node"
+	}
+	if !f.st.NoDBFleet {
+		what += ", and the hub"
+	}
+	say("starting %s", what)
 	steps = nil
 	for _, m := range f.st.Members {
 		steps = append(steps, func(ctx context.Context) error { return f.startMemberControlPlane(ctx, m) })
 	}
-	steps = append(steps, func(ctx context.Context) error {
-		if err := f.installCRDs(ctx); err != nil {
-			return err
-		}
-		return f.startHub(ctx)
-	})
+	if f.st.HubNode {
+		steps = append(steps, func(ctx context.Context) error { return f.startHubControlPlane(ctx) })
+	}
+	if !f.st.NoDBFleet {
+		steps = append(steps, func(ctx context.Context) error {
+			if err := f.installCRDs(ctx); err != nil {
+				return err
+			}
+			return f.startHub(ctx)
+		})
+	}
 	if err := all(ctx, steps...); err != nil {
 		return err
+	}
+	if f.st.NoDBFleet {
+		return nil // no agents to join: whoever installs dbfleet joins the members
 	}
 
 	say("joining the members and starting their agents")
@@ -261,13 +285,21 @@ func all(ctx context.Context, steps ...func(context.Context) error) error {
 
 func (f *fed) summary() {
 	hub := "kubectl --kubeconfig " + rel(f.dir.Kubeconfig(layout.HubCluster))
-	say("local federation up in %s: every MemberCluster is Ready", time.Since(began).Round(time.Second))
+	if f.st.NoDBFleet {
+		say("local federation up in %s: the clusters and their nodes are Ready; no dbfleet installed (--no-dbfleet)", time.Since(began).Round(time.Second))
+	} else {
+		say("local federation up in %s: every MemberCluster is Ready", time.Since(began).Round(time.Second))
+	}
 	lines := [][2]string{
 		{hub + " get mc", "the members, Ready"},
 		{hub + " get dbc,cpp,pp,mdb -A", "databases, policies, shares"},
 		{"kubectl --kubeconfig " + rel(f.dir.Kubeconfig(f.st.Members[0].Name)) + " get nodes,pods -A", "a member"},
 		{"bin/localfed status", "every process and its pid"},
 		{"make localfed-down", "stop everything and remove " + rel(string(f.dir))},
+	}
+	if f.st.NoDBFleet {
+		lines = slices.Delete(lines, 0, 2) // nothing of dbfleet yet: docs/install.md installs it
+		lines = slices.Insert(lines, 0, [2]string{hub + " get nodes,pods -A", "the hub cluster"})
 	}
 	width := 0
 	for _, l := range lines {

@@ -143,6 +143,12 @@ type State struct {
 	Network *Network `json:"network,omitempty"`
 	// Nodes are the real nodes, in creation order. Empty with kwok.
 	Nodes []Node `json:"nodes,omitempty"`
+	// HubNode: the hub cluster has a real node too (Member HubCluster), with a controller manager
+	// and a scheduler, so the hub can run as pods (localfed up --hub-node).
+	HubNode bool `json:"hubNode,omitempty"`
+	// NoDBFleet: up started the clusters only, no CRDs, hub, join or agents (localfed up
+	// --no-dbfleet): dbfleet is installed some other way, e.g. with the Helm charts.
+	NoDBFleet bool `json:"noDBFleet,omitempty"`
 }
 
 // Network is the address plan of the real nodes: node k (from 1) has bridge BridgePrefix<k>
@@ -154,7 +160,7 @@ type Network struct {
 	Chain        string `json:"chain"`
 }
 
-// Node is one real node of a member.
+// Node is one real node of a member (or, with HubNode, of the hub cluster: Member HubCluster).
 type Node struct {
 	Name        string `json:"name"`
 	Member      string `json:"member"`
