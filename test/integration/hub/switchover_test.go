@@ -13,17 +13,15 @@ import (
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
-// switchoverUnderway places orders on two clusters whose agents report instance managers (so the
-// WAL has to be handed over), asks for a switchover to the cluster without the primary, and has
-// the old primary's agent confirm the demotion, its instance stopped but not yet reporting a
-// final LSN. It returns the old primary's cluster, the target, and the old share.
-func switchoverUnderway(f *fixture) (string, string, *dbfleetv1alpha1.MemberDatabase) {
+// availableOnTwo places orders on two clusters whose agents report instance managers, its
+// primary running on one and a streaming standby on the other, and waits until it is Available.
+// It returns the primary's cluster and the other.
+func availableOnTwo(f *fixture) (old, next string) {
 	f.t.Helper()
 	f.database("orders", 2, map[string]string{"app": "orders"})
 	dbc := f.waitDatabase("orders", "placed on both", func(d *dbfleetv1alpha1.DatabaseCluster) bool { return len(d.Status.Placements) == 2 })
 	f.waitMemberDatabases("orders", shares(dbc))
-	old := dbc.Status.Primary.Cluster
-	next := ""
+	old = dbc.Status.Primary.Cluster
 	for cluster, mdb := range f.placedMemberDatabases("orders") {
 		role := dbfleetv1alpha1.InstanceRunningStandby
 		if cluster == old {
@@ -38,6 +36,16 @@ func switchoverUnderway(f *fixture) (string, string, *dbfleetv1alpha1.MemberData
 	f.waitDatabase("orders", "available", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
 		return hasCondition(d, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue, "")
 	})
+	return old, next
+}
+
+// switchoverUnderway places orders on two clusters whose agents report instance managers (so the
+// WAL has to be handed over), asks for a switchover to the cluster without the primary, and has
+// the old primary's agent confirm the demotion, its instance stopped but not yet reporting a
+// final LSN. It returns the old primary's cluster, the target, and the old share.
+func switchoverUnderway(f *fixture) (string, string, *dbfleetv1alpha1.MemberDatabase) {
+	f.t.Helper()
+	old, next := availableOnTwo(f)
 
 	f.updateDatabase("orders", func(d *dbfleetv1alpha1.DatabaseCluster) {
 		d.Spec.Primary = &dbfleetv1alpha1.PrimarySpec{PreferredClusters: []string{next}}
@@ -139,24 +147,7 @@ func TestClockSkewedPrimaryMovesByPlannedSwitchover(t *testing.T) {
 	f.member("a", "r1", 100)
 	f.member("b", "r2", 100)
 	f.policy("spread", 0, map[string]string{"app": "orders"}, divided())
-	f.database("orders", 2, map[string]string{"app": "orders"})
-	dbc := f.waitDatabase("orders", "placed on both", func(d *dbfleetv1alpha1.DatabaseCluster) bool { return len(d.Status.Placements) == 2 })
-	f.waitMemberDatabases("orders", shares(dbc))
-	old, next := dbc.Status.Primary.Cluster, ""
-	for cluster, mdb := range f.placedMemberDatabases("orders") {
-		role := dbfleetv1alpha1.InstanceRunningStandby
-		if cluster == old {
-			role = dbfleetv1alpha1.InstanceRunningPrimary
-		} else {
-			next = cluster
-		}
-		f.reportInstances(mdb, dbfleetv1alpha1.InstanceStatus{Pod: "orders-" + cluster, Role: role, Ready: true,
-			ReceivedLSN: "0/3000000", ReplayedLSN: "0/3000000"})
-	}
-	reportReady(f, "orders")
-	f.waitDatabase("orders", "available", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return hasCondition(d, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue, "")
-	})
+	old, next := availableOnTwo(f)
 
 	// The old primary's agent now runs an hour ahead: its instance fenced itself at epoch 1
 	// (a clean fast shutdown, so it knows its final LSN), and the agent says both.
