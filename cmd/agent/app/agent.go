@@ -9,12 +9,14 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -45,6 +47,7 @@ type agentOptions struct {
 func newAgentOptions() *agentOptions {
 	manager := options.NewManager()
 	manager.KubeAPIQPS, manager.KubeAPIBurst = options.AgentQPS, options.AgentBurst
+	manager.ConcurrentReconciles = options.AgentConcurrentReconciles
 	return &agentOptions{
 		manager:           manager,
 		heartbeatInterval: 5 * time.Second,
@@ -113,6 +116,18 @@ longer renewed) until the hub hands them a higher epoch.`,
 	return cmd
 }
 
+// managerOptions are the agent manager's options from its flags.
+func (o *agentOptions) managerOptions(s *runtime.Scheme) ctrl.Options {
+	return ctrl.Options{
+		Scheme:                 s,
+		Metrics:                metricsserver.Options{BindAddress: o.manager.MetricsBindAddress},
+		HealthProbeBindAddress: o.manager.HealthProbeBindAddress,
+		PprofBindAddress:       o.manager.PprofBindAddress,
+		Controller:             config.Controller{MaxConcurrentReconciles: o.manager.ConcurrentReconciles},
+		Cache:                  agent.HubCache(o.clusterName),
+	}
+}
+
 // run wires the agent: a multicluster manager whose local cluster is the hub (its cache limited
 // to member-<cluster>, all the join credentials can read) and whose single provider engages the
 // member cluster; the member reconciler; and the heartbeat.
@@ -142,12 +157,7 @@ func run(ctx context.Context, o *agentOptions) error {
 	if err != nil {
 		return fmt.Errorf("member cluster: %w", err)
 	}
-	mgr, err := mcmanager.New(hubCfg, single.New(o.clusterName, memberCluster), ctrl.Options{
-		Scheme:                 runtimeScheme,
-		Metrics:                metricsserver.Options{BindAddress: o.manager.MetricsBindAddress},
-		HealthProbeBindAddress: o.manager.HealthProbeBindAddress,
-		Cache:                  agent.HubCache(o.clusterName),
-	})
+	mgr, err := mcmanager.New(hubCfg, single.New(o.clusterName, memberCluster), o.managerOptions(runtimeScheme))
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}

@@ -4,6 +4,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/dbfleet/dbfleet/pkg/options"
 )
 
 func TestAgentFlagValidation(t *testing.T) {
@@ -37,5 +41,27 @@ func TestAgentFlagValidation(t *testing.T) {
 				t.Fatalf("validate() = %v, want error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// The manager-wide flags reach the agent's manager: --concurrent-reconciles (4 by default) and
+// --pprof-bind-address were accepted and then ignored, the member reconciler working one share at
+// a time whatever they said.
+func TestAgentFlagsReachTheManager(t *testing.T) {
+	o := newAgentOptions()
+	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+	o.addFlags(fs)
+	if got := o.managerOptions(nil).Controller.MaxConcurrentReconciles; got != options.AgentConcurrentReconciles {
+		t.Errorf("default MaxConcurrentReconciles = %d, want %d", got, options.AgentConcurrentReconciles)
+	}
+	if err := fs.Parse([]string{"--concurrent-reconciles=7", "--pprof-bind-address=127.0.0.1:6061"}); err != nil {
+		t.Fatal(err)
+	}
+	mo := o.managerOptions(nil)
+	if mo.Controller.MaxConcurrentReconciles != 7 {
+		t.Errorf("MaxConcurrentReconciles = %d, want 7 from --concurrent-reconciles", mo.Controller.MaxConcurrentReconciles)
+	}
+	if mo.PprofBindAddress != "127.0.0.1:6061" {
+		t.Errorf("PprofBindAddress = %q, want 127.0.0.1:6061 from --pprof-bind-address", mo.PprofBindAddress)
 	}
 }

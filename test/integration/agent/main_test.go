@@ -20,6 +20,7 @@ import (
 
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
 	"github.com/dbfleet/dbfleet/pkg/agent/member"
+	"github.com/dbfleet/dbfleet/pkg/options"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
@@ -88,8 +89,10 @@ func startAgentWithImage(t *testing.T, hubCfg, memberCfg *rest.Config, guard *fe
 	if err := mgr.GetLocalManager().Add(memberCluster); err != nil {
 		t.Fatal(err)
 	}
-	// Each test starts its own agent; controller names repeat across them.
-	if err := member.Setup(mgr, guard, controller.TypedOptions[mcreconcile.Request]{SkipNameValidation: ptr.To(true)}, instanceImage); err != nil {
+	// Each test starts its own agent; controller names repeat across them. It reconciles as many
+	// shares at once as the agent does by default.
+	opts := controller.TypedOptions[mcreconcile.Request]{SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: options.AgentConcurrentReconciles}
+	if err := member.Setup(mgr, guard, opts, instanceImage); err != nil {
 		t.Fatal(err)
 	}
 	return framework.Run(t, "agent manager", mgr.Start)
