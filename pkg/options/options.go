@@ -47,6 +47,14 @@ const (
 	HubConcurrentReconciles = 16
 	AgentQPS                = 20
 	AgentBurst              = 40
+	// AgentMemberQPS and AgentMemberBurst bound the agent's requests to its own member API
+	// server, which serves little else. Each live primary's Lease is rewritten once a heartbeat
+	// (5 s), and those writes come due together: at the hub's 20 QPS, an agent holding 33
+	// primaries spent 1.6 s of every 5 s on them, a new database's StatefulSet waited behind
+	// them (apply → StatefulSet p99 2.9 s on an idle fleet, docs/performance.md), and past 100
+	// primaries the renewals alone would need more than 20 a second.
+	AgentMemberQPS   = 100
+	AgentMemberBurst = 200
 	// AgentConcurrentReconciles lets an agent apply a new share while it carries the hub's
 	// renewals into its live primaries' Leases: those passes come due together, one heartbeat
 	// after the renewal they carry, and one at a time a new database's StatefulSet waited

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,6 +43,10 @@ type agentOptions struct {
 	fenceAfter        time.Duration
 	instanceImage     string
 	clockOffset       time.Duration
+	// memberQPS and memberBurst bound the requests to the member API server; the manager's
+	// --kube-api-qps and --kube-api-burst, those to the hub.
+	memberQPS   float32
+	memberBurst int
 }
 
 func newAgentOptions() *agentOptions {
@@ -52,6 +57,8 @@ func newAgentOptions() *agentOptions {
 		manager:           manager,
 		heartbeatInterval: 5 * time.Second,
 		fenceAfter:        15 * time.Second,
+		memberQPS:         options.AgentMemberQPS,
+		memberBurst:       options.AgentMemberBurst,
 	}
 }
 
@@ -67,6 +74,10 @@ func (o *agentOptions) addFlags(fs *pflag.FlagSet) {
 		"How long the agent keeps its primaries without a successful hub renewal before it fences them.")
 	fs.DurationVar(&o.clockOffset, "clock-offset", 0,
 		"Testing only: run the agent's clock this far off the system's (e.g. 1h), for tests of how a wrong agent clock is handled: its Lease renewals carry the shifted time, and its instances fence rather than trust them.")
+	fs.Float32Var(&o.memberQPS, "member-kube-api-qps", o.memberQPS,
+		"Queries per second the agent may send to its member cluster's API server (client-side limit; --kube-api-qps is the hub's). Each live primary's Lease is rewritten once a heartbeat.")
+	fs.IntVar(&o.memberBurst, "member-kube-api-burst", o.memberBurst,
+		"Requests the agent may send to its member cluster's API server in a burst above --member-kube-api-qps.")
 	fs.StringVar(&o.instanceImage, "instance-image", o.instanceImage,
 		"Image carrying /dbfleet-instance (normally the agent's own). When set, postgres pods run the instance manager as PID 1 (copied in by an init container) and the client Services follow the role it reports; empty runs the engine image as it is.")
 }
@@ -82,6 +93,9 @@ func (o *agentOptions) validate() error {
 		errs = append(errs, fmt.Errorf("--cluster-name %q: %v", o.clusterName, msgs))
 	}
 	errs = append(errs, fence.ValidateTimings(o.heartbeatInterval, o.fenceAfter)...)
+	if o.memberQPS <= 0 || o.memberBurst <= 0 {
+		errs = append(errs, fmt.Errorf("--member-kube-api-qps (%v) and --member-kube-api-burst (%d) must be positive", o.memberQPS, o.memberBurst))
+	}
 	if o.clockOffset.Abs() > 24*time.Hour {
 		errs = append(errs, fmt.Errorf("--clock-offset must be within ±24h, got %s", o.clockOffset))
 	}
@@ -114,6 +128,17 @@ longer renewed) until the hub hands them a higher epoch.`,
 	}
 	o.addFlags(cmd.Flags())
 	return cmd
+}
+
+// memberRESTConfig is the member cluster's config (--kubeconfig), with the member's request
+// limit rather than the hub's.
+func (o *agentOptions) memberRESTConfig() (*rest.Config, error) {
+	cfg, err := o.manager.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = o.memberQPS, o.memberBurst
+	return cfg, nil
 }
 
 // managerOptions are the agent manager's options from its flags.
@@ -149,7 +174,7 @@ func run(ctx context.Context, o *agentOptions) error {
 		}
 		return err
 	}
-	memberCfg, err := o.manager.RESTConfig()
+	memberCfg, err := o.memberRESTConfig()
 	if err != nil {
 		return err
 	}

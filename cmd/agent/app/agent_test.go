@@ -1,6 +1,8 @@
 package app
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +34,7 @@ func TestAgentFlagValidation(t *testing.T) {
 		{"sub-second fence", func(o *agentOptions) { o.heartbeatInterval, o.fenceAfter = 500*time.Millisecond, 900*time.Millisecond },
 			"--fence-after must be at least 1s, got 900ms"},
 		{"bad metrics address", func(o *agentOptions) { o.manager.MetricsBindAddress = "8080" }, "--metrics-bind-address"},
+		{"zero member QPS", func(o *agentOptions) { o.memberQPS = 0 }, "--member-kube-api-qps (0) and --member-kube-api-burst (200) must be positive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := valid()
@@ -63,5 +66,42 @@ func TestAgentFlagsReachTheManager(t *testing.T) {
 	}
 	if mo.PprofBindAddress != "127.0.0.1:6061" {
 		t.Errorf("PprofBindAddress = %q, want 127.0.0.1:6061 from --pprof-bind-address", mo.PprofBindAddress)
+	}
+}
+
+// The member API server gets its own request limit: the hub's (--kube-api-qps, 20) throttled the
+// agent's writes to its own cluster, every primary Lease renewal among them.
+func TestAgentMemberRequestLimitIsItsOwn(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "member.kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: m, cluster: {server: "https://127.0.0.1:6443"}}]
+users: [{name: m, user: {token: x}}]
+contexts: [{name: m, context: {cluster: m, user: m}}]
+current-context: m
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := newAgentOptions()
+	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+	o.addFlags(fs)
+	if err := fs.Parse([]string{"--kubeconfig", kubeconfig}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.memberRESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.QPS != options.AgentMemberQPS || cfg.Burst != options.AgentMemberBurst {
+		t.Errorf("member limit by default %v/%d, want %v/%d", cfg.QPS, cfg.Burst, options.AgentMemberQPS, options.AgentMemberBurst)
+	}
+	if err := fs.Parse([]string{"--kube-api-qps=7", "--kube-api-burst=9", "--member-kube-api-qps=50", "--member-kube-api-burst=60"}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = o.memberRESTConfig(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.QPS != 50 || cfg.Burst != 60 {
+		t.Errorf("member limit %v/%d, want 50/60 from --member-kube-api-qps/-burst, not the hub's --kube-api-qps", cfg.QPS, cfg.Burst)
 	}
 }
