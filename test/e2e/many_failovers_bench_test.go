@@ -25,7 +25,8 @@ import (
 // database it asserts what failoverUnderWrites asserts (no overlapping write windows, no
 // acknowledged row lost, epoch + 1, the old primary converging to the new primary's rows) and
 // logs the write gap; then p50/max of the gaps and the machine's load. A benchmark: `make
-// bench-replication`. DBFLEET_E2E_BENCH_REPLICAS=2 places 2 replicas each (central and west).
+// bench-replication`. DBFLEET_E2E_BENCH_REPLICAS=2 places 2 replicas each (central and west), with dataDurability
+// preferred: rows lost are counted, not failed on.
 func TestTenDatabasesFailingOver(t *testing.T) {
 	requireBench(t)
 	const ns, lost, count = "ten-failovers", "central", 10
@@ -47,7 +48,15 @@ func TestTenDatabasesFailingOver(t *testing.T) {
 	if err := fed.hub.Update(context.Background(), pp); err != nil {
 		t.Fatal(err)
 	}
-	required := &dbfleetv1alpha1.SynchronousReplication{Number: 1, DataDurability: dbfleetv1alpha1.DataDurabilityRequired}
+	durability := dbfleetv1alpha1.DataDurabilityRequired
+	if replicas == 2 {
+		// With two clusters the only standby in another cluster is the lost one's: under required
+		// no commit returns until it rejoins (the 2026-12-03 07:15 UTC run: ten new primaries in
+		// 12.5-14.7 s, none acknowledged a write in the 3 minutes after). Preferred goes on without
+		// it, and the rows lost are counted.
+		durability = dbfleetv1alpha1.DataDurabilityPreferred
+	}
+	required := &dbfleetv1alpha1.SynchronousReplication{Number: 1, DataDurability: durability}
 	// One at a time: the benchmark is the failover of ten at once, not their creation. Created
 	// together, the 30 pods (10 per node) had not started their containers 2m44s later (load
 	// average 48 on the 2 cores), and the rollout timed out.
@@ -217,7 +226,7 @@ func TestTenDatabasesFailingOver(t *testing.T) {
 		t.Logf("FIGURE %s/%s: writes %d tried, %d acknowledged; write gap %.1fs (from %+.1fs after the fault); acknowledged rows lost %d; promoted %s at epoch %d at %+.1fs, 100 writes on it at %+.1fs",
 			t.Name(), r.dbc.Name, attempts, len(acks), gap.Seconds(), from.Sub(sw.start).Seconds(), len(missing), r.promoted, r.newPrimary.Epoch,
 			r.promotedAt.Seconds(), r.writesAt.Seconds())
-		if len(missing) > 0 {
+		if len(missing) > 0 && durability == dbfleetv1alpha1.DataDurabilityRequired {
 			t.Errorf("%s: %d acknowledged rows are missing on the new primary (dataDurability required): first %v", r.dbc.Name, len(missing), missing[:min(10, len(missing))])
 		}
 		ip := podIP(t, lost, r.dbc, r.oldPrimary)
