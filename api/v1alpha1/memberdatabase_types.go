@@ -154,6 +154,17 @@ type InstanceStatus struct {
 	Pod string `json:"pod"`
 	// Role the instance really runs.
 	Role InstanceRole `json:"role"`
+	// Epoch is the epoch the instance acts on: its pod's, once accepted. An instance never acts
+	// on a lower one again.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Epoch int64 `json:"epoch,omitempty"`
+	// PromotedEpoch is the epoch at which its data directory was last initialised or promoted.
+	// A switchover's target that acts on a later epoch without having been promoted at the one
+	// it was handed took no write there.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	PromotedEpoch int64 `json:"promotedEpoch,omitempty"`
 	// Address is host:port of the pod's postgres by its pod IP, as the agent reads it off the
 	// Pod. In the PodIP network mode the hub points the other clusters' standbys at a newly
 	// promoted primary by it as soon as it promotes, without waiting for the share to report its

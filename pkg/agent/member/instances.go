@@ -62,12 +62,10 @@ func readInstance(ctx context.Context, c *http.Client, url string, now func() ti
 }
 
 // instanceReport is an instance's /status as the agent reads it: what it reports on the
-// MemberDatabase, the epoch the instance acts on and the epoch it last promoted at (not
-// reported: the share has its own).
+// MemberDatabase (with the epoch the instance acts on and the one it last promoted at) and its
+// clock.
 type instanceReport struct {
 	dbfleetv1alpha1.InstanceStatus
-	Epoch         int64 `json:"epoch"`
-	PromotedEpoch int64 `json:"promotedEpoch"`
 	// Time is the instance's clock when it answered; clock compares it with the agent's.
 	Time  string       `json:"time"`
 	clock clockReading `json:"-"`

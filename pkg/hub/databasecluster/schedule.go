@@ -50,6 +50,13 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 		progress = synchronousProgress(s)
 	}
 	noPrimary := clockSkewed(s)
+	stuck, stuckRecheck := stuckSwitchoverTarget(s, now)
+	if stuck != "" {
+		if noPrimary == nil {
+			noPrimary = map[string]string{}
+		}
+		noPrimary[dbc.Status.Primary.Cluster] = stuck
+	}
 	out := scheduling.ScheduleMatched(planned, match, s.members, now, scheduling.Options{
 		DefaultTolerationSeconds: r.DefaultTolerationSeconds,
 		Avoid:                    avoid,
@@ -59,11 +66,12 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 	})
 	schedulingSeconds.Observe(time.Since(start).Seconds())
 	decisions.WithLabelValues(out.Reason).Inc()
-	requeue := soonest(out.RequeueAfter, appDeadline)
+	requeue := soonest(soonest(out.RequeueAfter, appDeadline), stuckRecheck)
 	s.failover.pendingSwitchover = out.PendingSwitchover
 
 	primaryMoves := out.PrimaryMoved && out.PrimaryFrom != "none"
 	var promoted primaryPodChoice
+	tokenNote := "" // how the promotion token was had, when not from the old primary's demotion
 	if out.PrimaryMoved {
 		// Inside the share too, the instance furthest in the WAL becomes the primary pod.
 		promoted = choosePromotedPod(s, planned, planned.Status.Primary.Cluster)
@@ -79,6 +87,13 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 			if reason, ok := noPrimary[from]; ok {
 				why = fmt.Sprintf(" (it cannot stay there: %s)", reason)
 			}
+			if _, forced := noPrimary[from]; !forced && !demoting(s.memberDBs[from], epoch) {
+				if msg, wait := switchoverNotYet(s, from, to, promoted.pod, now); msg != "" {
+					// The target's reports wake the database again.
+					s.failover.pendingSwitchover = msg
+					return soonest(wait, requeue), nil
+				}
+			}
 			if !demoted(s.memberDBs[from], epoch) {
 				s.demotion = &demotion{cluster: from, epoch: epoch}
 				s.failover.hold(dbfleetv1alpha1.ReasonDemoting,
@@ -89,6 +104,18 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 			// takes a write. Should the old cluster stop being Ready meanwhile, this is a failover
 			// (the branches below) and no longer waits for it.
 			lsn, waiting := finalLSN(s.memberDBs[from], dbc.Status.Primary.Epoch)
+			if waiting != "" {
+				// A switchover's target that never promoted hands on the token it was given.
+				if token, ok := unpromotedToken(s.memberDBs[from], dbc.Status.Primary, epoch); ok {
+					lsn, waiting = token, ""
+					tokenNote = fmt.Sprintf(" (the final LSN %s handed on: %s never ran as primary at epoch %d)", token, from, dbc.Status.Primary.Epoch)
+					if stuck != "" {
+						// The switchover to it never took place: it stays asked for, and is
+						// tried again once its target streams.
+						planned.Status.Primary.Preferred = ""
+					}
+				}
+			}
 			if waiting != "" {
 				s.demotion = &demotion{cluster: from, epoch: epoch}
 				s.failover.hold(dbfleetv1alpha1.ReasonDemoting,
@@ -142,6 +169,10 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 		if lsn := dbc.Status.Primary.PromoteAfterLSN; lsn != "" {
 			s.failover.promoted = fmt.Sprintf("primary moved from %s to %s at epoch %d, on %s; waiting for it to replay past %s's final LSN %s and be ready",
 				out.PrimaryFrom, dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch, promoted.describe(), out.PrimaryFrom, lsn)
+			if tokenNote != "" {
+				s.failover.promoted = fmt.Sprintf("primary moved from %s to %s at epoch %d, on %s; waiting for it to replay past the final LSN %s and be ready%s",
+					out.PrimaryFrom, dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch, promoted.describe(), lsn, tokenNote)
+			}
 		}
 		promotions.Inc()
 	}
@@ -164,6 +195,9 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 		handover := ""
 		if lsn := dbc.Status.Primary.PromoteAfterLSN; lsn != "" {
 			handover = fmt.Sprintf(" (switchover: promoted after replaying past %s's final LSN %s)", out.PrimaryFrom, lsn)
+			if tokenNote != "" {
+				handover = " (switchover: promoted after replaying past " + strings.TrimPrefix(tokenNote, " (")
+			}
 		}
 		r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, "PrimaryChanged", "Promote", "%s", truncate(fmt.Sprintf(
 			"primary moved from %s to %s at epoch %d%s, on %s", out.PrimaryFrom, dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch, handover, promoted.describe())))

@@ -331,7 +331,7 @@ func TestAgentReportsInstancesAndAvailabilityFromStatus(t *testing.T) {
 	if c := meta.FindStatusCondition(got.Status.Conditions, dbfleetv1alpha1.ConditionAvailable); !strings.Contains(c.Message, "orders-1 runs as stopped") {
 		t.Errorf("Available message %q does not name the stopped instance", c.Message)
 	}
-	want0 := dbfleetv1alpha1.InstanceStatus{Pod: "orders-0", Role: "primary", Address: "127.0.0.1:5432", Timeline: 1, ReceivedLSN: "0/3000148", ReplayedLSN: "0/3000148", Ready: true}
+	want0 := dbfleetv1alpha1.InstanceStatus{Pod: "orders-0", Role: "primary", Epoch: 1, Address: "127.0.0.1:5432", Timeline: 1, ReceivedLSN: "0/3000148", ReplayedLSN: "0/3000148", Ready: true}
 	if !reflect.DeepEqual(got.Status.Instances[0], want0) {
 		t.Errorf("instances[0] = %+v, want %+v", got.Status.Instances[0], want0)
 	}

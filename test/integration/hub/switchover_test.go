@@ -2,8 +2,10 @@ package hub
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,20 +25,31 @@ func availableOnTwo(f *fixture) (old, next string) {
 	f.waitMemberDatabases("orders", shares(dbc))
 	old = dbc.Status.Primary.Cluster
 	for cluster, mdb := range f.placedMemberDatabases("orders") {
-		role := dbfleetv1alpha1.InstanceRunningStandby
+		in := dbfleetv1alpha1.InstanceStatus{Pod: podOn(dbc, cluster), Role: dbfleetv1alpha1.InstanceRunningStandby, Ready: true,
+			ReceivedLSN: "0/3000000", ReplayedLSN: "0/3000000", Epoch: 1}
 		if cluster == old {
-			role = dbfleetv1alpha1.InstanceRunningPrimary
+			in.Role, in.PromotedEpoch = dbfleetv1alpha1.InstanceRunningPrimary, 1
 		} else {
 			next = cluster
 		}
-		f.reportInstances(mdb, dbfleetv1alpha1.InstanceStatus{Pod: "orders-" + cluster, Role: role, Ready: true,
-			ReceivedLSN: "0/3000000", ReplayedLSN: "0/3000000"})
+		f.reportInstances(mdb, in)
 	}
 	reportReady(f, "orders")
 	f.waitDatabase("orders", "available", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
 		return hasCondition(d, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue, "")
 	})
 	return old, next
+}
+
+// podOn is the first pod of the database's share on cluster (the one a promotion there picks
+// when the share has one replica), "" when it has none.
+func podOn(d *dbfleetv1alpha1.DatabaseCluster, cluster string) string {
+	for _, p := range d.Status.Placements {
+		if p.Cluster == cluster {
+			return fmt.Sprintf("%s-%d", d.Name, p.Ordinals.Start)
+		}
+	}
+	return ""
 }
 
 // switchoverUnderway places orders on two clusters whose agents report instance managers (so the
@@ -58,7 +71,7 @@ func switchoverUnderway(f *fixture) (string, string, *dbfleetv1alpha1.MemberData
 		f.t.Fatal(err)
 	}
 	// The agent released the Lease and reports epoch 2; its instance is stopping.
-	f.reportInstances(oldMDB, dbfleetv1alpha1.InstanceStatus{Pod: "orders-" + old, Role: dbfleetv1alpha1.InstanceFenced})
+	f.reportInstances(oldMDB, dbfleetv1alpha1.InstanceStatus{Pod: podOn(f.getDatabase("orders"), old), Role: dbfleetv1alpha1.InstanceFenced})
 	f.reportAsAgent(oldMDB, oldMDB.Spec.Replicas, true)
 	waiting := f.waitDatabase("orders", "demoting, waiting for the final LSN", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
 		c := meta.FindStatusCondition(d.Status.Conditions, dbfleetv1alpha1.ConditionFailoverInProgress)
@@ -88,7 +101,7 @@ func TestSwitchoverHandsTheOldPrimarysFinalLSNToTheNewPrimary(t *testing.T) {
 	old, next, oldMDB := switchoverUnderway(f)
 
 	const final = "0/30199A8"
-	f.reportInstances(oldMDB, dbfleetv1alpha1.InstanceStatus{Pod: "orders-" + old, Role: dbfleetv1alpha1.InstanceFenced,
+	f.reportInstances(oldMDB, dbfleetv1alpha1.InstanceStatus{Pod: podOn(f.getDatabase("orders"), old), Role: dbfleetv1alpha1.InstanceFenced,
 		Demoted: &dbfleetv1alpha1.InstanceDemotion{Epoch: 1, FinalLSN: final, Timeline: 1}})
 	moved := f.waitDatabase("orders", "switched over", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
 		return d.Status.Primary.Cluster == next
@@ -158,7 +171,7 @@ func TestClockSkewedPrimaryMovesByPlannedSwitchover(t *testing.T) {
 		t.Fatal(err)
 	}
 	setAgentStatus(fresh, fresh.Spec.Replicas, false)
-	fresh.Status.Instances = []dbfleetv1alpha1.InstanceStatus{{Pod: "orders-" + old, Role: dbfleetv1alpha1.InstanceFenced,
+	fresh.Status.Instances = []dbfleetv1alpha1.InstanceStatus{{Pod: podOn(f.getDatabase("orders"), old), Role: dbfleetv1alpha1.InstanceFenced,
 		Demoted: &dbfleetv1alpha1.InstanceDemotion{Epoch: 1, FinalLSN: final, Timeline: 1}}}
 	meta.SetStatusCondition(&fresh.Status.Conditions, metav1.Condition{Type: dbfleetv1alpha1.ConditionFenced, Status: metav1.ConditionTrue,
 		Reason: dbfleetv1alpha1.ReasonInstanceFenced, Message: "the primary instance fenced itself at epoch 1"})
@@ -194,5 +207,123 @@ func TestClockSkewedPrimaryMovesByPlannedSwitchover(t *testing.T) {
 	}
 	if m := f.waitMemberDatabases("orders", shares(moved))[old]; m.Spec.Role != dbfleetv1alpha1.RoleReplica {
 		t.Errorf("the skewed cluster's share is %s, want a replica", m.Spec.Role)
+	}
+}
+
+// A planned switchover does not stop a running primary for a target that does not stream from
+// it: that target would never receive the WAL up to the old primary's final LSN and could not
+// promote. The hub says SwitchoverPending, naming the target's instance, and leaves the primary
+// taking writes; once the target streams, the demotion begins.
+func TestSwitchoverWaitsForItsTargetToStream(t *testing.T) {
+	f := newFixture(t)
+	startHub(t)
+	f.member("a", "r1", 100)
+	f.member("b", "r2", 100)
+	f.policy("spread", 0, map[string]string{"app": "orders"}, divided())
+	old, next := availableOnTwo(f)
+	dbc := f.getDatabase("orders")
+	mdbs := f.memberDatabases("orders")
+	target := dbfleetv1alpha1.InstanceStatus{Pod: podOn(dbc, next), Role: dbfleetv1alpha1.InstanceRunningStandby, Epoch: 1,
+		ReceivedLSN: "0/2000000", ReplayedLSN: "0/2000000", Message: "not streaming: could not connect to the primary"}
+	f.reportInstances(mdbs[next], target)
+
+	f.updateDatabase("orders", func(d *dbfleetv1alpha1.DatabaseCluster) {
+		d.Spec.Primary = &dbfleetv1alpha1.PrimarySpec{PreferredClusters: []string{next}}
+	})
+	pending := f.waitDatabase("orders", "the switchover pending on its target", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionFalse, dbfleetv1alpha1.ReasonSwitchoverPending)
+	})
+	if c := meta.FindStatusCondition(pending.Status.Conditions, dbfleetv1alpha1.ConditionFailoverInProgress); !containsAll(c.Message, next, target.Pod, "streams") {
+		t.Errorf("SwitchoverPending says %q, want it to name %s, its instance %s and streaming", c.Message, next, target.Pod)
+	}
+	if m := f.memberDatabases("orders")[old]; m.Spec.Role != dbfleetv1alpha1.RolePrimary || m.Spec.Epoch != 1 {
+		t.Fatalf("the primary's share is %s at epoch %d while its switchover target does not stream, want primary at 1", m.Spec.Role, m.Spec.Epoch)
+	}
+
+	target.Ready, target.Message, target.ReceivedLSN, target.ReplayedLSN = true, "", "0/3000000", "0/3000000"
+	f.reportInstances(mdbs[next], target)
+	if err := framework.WaitFor(f.ctx, framework.DefaultTimeout, "the primary demoted once its target streams", func(context.Context) (bool, error) {
+		m := f.memberDatabases("orders")[old]
+		return m.Spec.Role == dbfleetv1alpha1.RoleReplica && m.Spec.Epoch == 2, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A switchover's target that never gets the old primary's final WAL (it stopped streaming
+// between the hub's check and the old primary's shutdown) is not left waiting for good: once
+// SwitchoverReplayTimeout has passed with its instance still a standby short of that LSN, the
+// hub moves the primary off it by a planned move, and since its instance reports that it acts on
+// the new epoch without ever having been promoted, it hands the same final LSN on to the old
+// primary, which holds it. No second switchover follows while the target does not stream.
+func TestSwitchoverTargetThatCannotReplayHandsThePrimaryBack(t *testing.T) {
+	f := newFixture(t)
+	startHub(t)
+	f.member("a", "r1", 100)
+	f.member("b", "r2", 100)
+	f.policy("spread", 0, map[string]string{"app": "orders"}, divided())
+	old, next, oldMDB := switchoverUnderway(f)
+	dbc := f.getDatabase("orders")
+	oldPod, nextPod := podOn(dbc, old), podOn(dbc, next)
+
+	const final = "0/30199A8"
+	demotedAt1 := &dbfleetv1alpha1.InstanceDemotion{Epoch: 1, FinalLSN: final, Timeline: 1}
+	f.reportInstances(oldMDB, dbfleetv1alpha1.InstanceStatus{Pod: oldPod, Role: dbfleetv1alpha1.InstanceRunningStandby,
+		Epoch: 2, PromotedEpoch: 1, ReceivedLSN: final, ReplayedLSN: final, Demoted: demotedAt1})
+	moved := f.waitDatabase("orders", "switched over", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return d.Status.Primary.Cluster == next
+	})
+	if p := moved.Status.Primary; p.Epoch != 2 || p.PromoteAfterLSN != final {
+		t.Fatalf("primary %+v, want %s at epoch 2 promoted after %s", p, next, final)
+	}
+	// The target's agent applies the promotion; its instance waits, short of the final LSN.
+	nextMDB := f.waitMemberDatabases("orders", shares(moved))[next]
+	f.reportAsAgent(nextMDB, nextMDB.Spec.Replicas, false)
+	f.reportInstances(nextMDB, dbfleetv1alpha1.InstanceStatus{Pod: nextPod, Role: dbfleetv1alpha1.InstanceRunningStandby, Epoch: 2,
+		ReceivedLSN: "0/3000000", ReplayedLSN: "0/3000000", Message: "waiting to replay past " + final})
+
+	var demotedTarget *dbfleetv1alpha1.MemberDatabase
+	if err := framework.WaitFor(f.ctx, framework.DefaultTimeout, "the stuck target's share demoted", func(context.Context) (bool, error) {
+		demotedTarget = f.memberDatabases("orders")[next]
+		return demotedTarget.Spec.Role == dbfleetv1alpha1.RoleReplica && demotedTarget.Spec.Epoch == 3, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	d := f.getDatabase("orders")
+	if since := d.Status.Primary.Since; since == nil || time.Since(since.Time) < 10*time.Second {
+		t.Errorf("the target was demoted %v after it was promoted, want SwitchoverReplayTimeout (15s) at least", since)
+	}
+	if c := meta.FindStatusCondition(d.Status.Conditions, dbfleetv1alpha1.ConditionFailoverInProgress); c.Reason != dbfleetv1alpha1.ReasonDemoting ||
+		!containsAll(c.Message, nextPod, final, "short of") {
+		t.Errorf("FailoverInProgress %s: %q, want Demoting naming %s short of %s", c.Reason, c.Message, nextPod, final)
+	}
+	// Its agent applies epoch 3; its instance acts on it, never promoted.
+	f.reportAsAgent(demotedTarget, demotedTarget.Spec.Replicas, false)
+	f.reportInstances(demotedTarget, dbfleetv1alpha1.InstanceStatus{Pod: nextPod, Role: dbfleetv1alpha1.InstanceRunningStandby, Epoch: 3,
+		ReceivedLSN: "0/3000000", ReplayedLSN: "0/3000000"})
+
+	back := f.waitDatabase("orders", "the primary back on "+old, func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return d.Status.Primary.Cluster == old
+	})
+	if p := back.Status.Primary; p.Epoch != 3 || p.PromoteAfterLSN != final || p.Pod != oldPod {
+		t.Errorf("primary %+v, want %s on %s at epoch 3 promoted after %s", p, oldPod, old, final)
+	}
+	mdbs := f.waitMemberDatabases("orders", shares(back))
+	if m := mdbs[old]; m.Spec.Role != dbfleetv1alpha1.RolePrimary || m.Spec.Epoch != 3 || m.Spec.PromoteAfterLSN != final {
+		t.Errorf("the old primary's share: role %s epoch %d promoteAfterLSN %q, want primary at 3 after %s",
+			m.Spec.Role, m.Spec.Epoch, m.Spec.PromoteAfterLSN, final)
+	}
+	f.waitEvent("orders", "PrimaryChanged", next, old, final, "never ran as primary")
+
+	// The old primary runs again; the target, not streaming yet, is not switched to again.
+	f.reportAsAgent(mdbs[old], mdbs[old].Spec.Replicas, true)
+	f.reportInstances(mdbs[old], dbfleetv1alpha1.InstanceStatus{Pod: oldPod, Role: dbfleetv1alpha1.InstanceRunningPrimary, Ready: true,
+		Epoch: 3, PromotedEpoch: 3, ReceivedLSN: "0/3019A00", ReplayedLSN: "0/3019A00", Demoted: demotedAt1})
+	f.reportAsAgent(mdbs[next], mdbs[next].Spec.Replicas, true)
+	f.waitDatabase("orders", "the switchover pending again", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
+		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionFalse, dbfleetv1alpha1.ReasonSwitchoverPending)
+	})
+	if m := f.memberDatabases("orders")[old]; m.Spec.Role != dbfleetv1alpha1.RolePrimary || m.Spec.Epoch != 3 {
+		t.Errorf("the primary's share is %s at epoch %d, want primary at 3 until the target streams", m.Spec.Role, m.Spec.Epoch)
 	}
 }

@@ -122,7 +122,10 @@ func TestSwitchoverUnderWrites(t *testing.T) {
 // received the old primary's last WAL (its replication link was cut before the demotion, and the
 // old primary acknowledged rows after that) is handed role primary at epoch 2 with the old
 // primary's final LSN. It stays a standby that takes no write and says it waits to replay past
-// that LSN: promoted, it would lose those rows.
+// that LSN: promoted, it would lose those rows. Handed back as the hub does after
+// SwitchoverReplayTimeout (the target a replica at epoch 3, the old primary primary at 3 with the
+// same LSN), the old primary promotes past its own final LSN and takes writes, and the target
+// follows it with every row.
 func TestSwitchoverTargetWithoutTheFinalWALDoesNotPromote(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(ctx, t, "swl-east")
@@ -150,7 +153,7 @@ func TestSwitchoverTargetWithoutTheFinalWALDoesNotPromote(t *testing.T) {
 	execSQL(ctx, t, east, "INSERT INTO rows SELECT generate_series(101, 200)") // acknowledged by east alone
 
 	final := demote(ctx, t, east, eastLease, 2)
-	promoteAfter(ctx, t, west, 2, final, east.pod)
+	westLease := promoteAfter(ctx, t, west, 2, final, east.pod)
 	st := west.waitStatus(ctx, t, "waiting to replay past the old primary's final LSN", func(s status.Status) bool {
 		return s.Epoch == 2 && s.Reason == status.ReasonWaitingForReplay && strings.Contains(s.Message, final)
 	})
@@ -173,4 +176,32 @@ func TestSwitchoverTargetWithoutTheFinalWALDoesNotPromote(t *testing.T) {
 	if n != 100 {
 		t.Fatalf("the target has %d rows, want the 100 it received before its link was cut", n)
 	}
+
+	// What the hub does after SwitchoverReplayTimeout: the waiting target is demoted at epoch 3
+	// (its instance must say it acts on 3 and never promoted at 2: the hub's proof that it took
+	// no write), and the old primary is handed the primary back at 3 with the same final LSN,
+	// which its own WAL ends at.
+	setPod(ctx, t, "swl-west", west.pod, decide.PodRoleReplica, 3, "", "")
+	westLease.stop()
+	if err := fence.ReleasePrimaryLease(ctx, member.Client, "swl-west", database, "west", 3); err != nil {
+		t.Fatal(err)
+	}
+	west.waitStatus(ctx, t, "acting on epoch 3, never promoted at 2", func(s status.Status) bool {
+		return s.Epoch == 3 && s.Role != status.RolePrimary && s.PromotedEpoch < 2
+	})
+	promoteAfter(ctx, t, east, 3, final, west.pod)
+	back := east.waitStatus(ctx, t, "primary again at epoch 3", func(s status.Status) bool {
+		return s.Role == status.RolePrimary && s.Ready && s.Epoch == 3 && s.PromotedEpoch == 3
+	})
+	t.Logf("%s primary again at epoch 3 on timeline %d after replaying past its own final LSN %s", east.pod, back.Timeline, final)
+	execSQL(ctx, t, east, "INSERT INTO rows VALUES (201)")
+	waitRows(ctx, t, east, 201)
+
+	// The target follows it and gets every row, the 100 it missed included.
+	link.Heal()
+	setPod(ctx, t, "swl-west", west.pod, decide.PodRoleReplica, 3, link.Addr(), "")
+	west.waitStatus(ctx, t, "streaming from the primary at epoch 3", func(s status.Status) bool {
+		return s.Role == status.RoleStandby && s.Streaming && s.Epoch == 3
+	})
+	waitRows(ctx, t, west, 201)
 }
