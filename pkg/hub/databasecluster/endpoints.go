@@ -70,10 +70,8 @@ func promotedPodAddress(mdb *dbfleetv1alpha1.MemberDatabase, pod string) string 
 	if mdb.Spec.Network != "" && mdb.Spec.Network != dbfleetv1alpha1.DatabaseNetworkPodIP {
 		return ""
 	}
-	for _, in := range mdb.Status.Instances {
-		if in.Pod == pod && (in.Role == dbfleetv1alpha1.InstanceRunningStandby || in.Role == dbfleetv1alpha1.InstanceRunningPrimary) {
-			return in.Address
-		}
+	if in := instanceOf(mdb, pod); in != nil && (in.Role == dbfleetv1alpha1.InstanceRunningStandby || in.Role == dbfleetv1alpha1.InstanceRunningPrimary) {
+		return in.Address
 	}
 	return ""
 }

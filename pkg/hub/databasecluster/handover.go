@@ -143,15 +143,19 @@ func unpromotedToken(mdb *dbfleetv1alpha1.MemberDatabase, p *dbfleetv1alpha1.Pri
 	if p == nil || p.PromoteAfterLSN == "" || mdb == nil || mdb.Status.Epoch < next || len(mdb.Status.Instances) == 0 {
 		return "", false
 	}
+	primaryReported := p.Pod == ""
 	for _, in := range mdb.Status.Instances {
 		if in.PromotedEpoch >= p.Epoch || in.Role == dbfleetv1alpha1.InstanceRunningPrimary {
 			return "", false
 		}
-		if (p.Pod == "" || in.Pod == p.Pod) && in.Epoch < next {
-			return "", false
+		if p.Pod == "" || in.Pod == p.Pod {
+			if in.Epoch < next {
+				return "", false
+			}
+			primaryReported = true
 		}
 	}
-	if p.Pod != "" && instanceOf(mdb, p.Pod) == nil {
+	if !primaryReported {
 		return "", false
 	}
 	return p.PromoteAfterLSN, true

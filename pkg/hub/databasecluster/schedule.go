@@ -71,7 +71,7 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 
 	primaryMoves := out.PrimaryMoved && out.PrimaryFrom != "none"
 	var promoted primaryPodChoice
-	tokenNote := "" // how the promotion token was had, when not from the old primary's demotion
+	tokenSource := "" // the promotion token, when it is not the old primary's own final LSN
 	if out.PrimaryMoved {
 		// Inside the share too, the instance furthest in the WAL becomes the primary pod.
 		promoted = choosePromotedPod(s, planned, planned.Status.Primary.Cluster)
@@ -84,10 +84,11 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 		case scheduling.ClusterReady(old):
 			// A planned move: demote first, promote only once the old cluster confirms.
 			why := ""
-			if reason, ok := noPrimary[from]; ok {
+			reason, forced := noPrimary[from]
+			if forced {
 				why = fmt.Sprintf(" (it cannot stay there: %s)", reason)
 			}
-			if _, forced := noPrimary[from]; !forced && !demoting(s.memberDBs[from], epoch) {
+			if !forced && !demoting(s.memberDBs[from], epoch) {
 				if msg, wait := switchoverNotYet(s, from, to, promoted.pod, now); msg != "" {
 					// The target's reports wake the database again.
 					s.failover.pendingSwitchover = msg
@@ -108,7 +109,7 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 				// A switchover's target that never promoted hands on the token it was given.
 				if token, ok := unpromotedToken(s.memberDBs[from], dbc.Status.Primary, epoch); ok {
 					lsn, waiting = token, ""
-					tokenNote = fmt.Sprintf(" (the final LSN %s handed on: %s never ran as primary at epoch %d)", token, from, dbc.Status.Primary.Epoch)
+					tokenSource = fmt.Sprintf("the final LSN %s (handed on: %s never ran as primary at epoch %d)", token, from, dbc.Status.Primary.Epoch)
 					if stuck != "" {
 						// The switchover to it never took place: it stays asked for, and is
 						// tried again once its target streams.
@@ -167,12 +168,11 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 		s.failover.promoted = fmt.Sprintf("primary moved from %s to %s at epoch %d, on %s; waiting for it to be ready",
 			out.PrimaryFrom, dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch, promoted.describe())
 		if lsn := dbc.Status.Primary.PromoteAfterLSN; lsn != "" {
-			s.failover.promoted = fmt.Sprintf("primary moved from %s to %s at epoch %d, on %s; waiting for it to replay past %s's final LSN %s and be ready",
-				out.PrimaryFrom, dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch, promoted.describe(), out.PrimaryFrom, lsn)
-			if tokenNote != "" {
-				s.failover.promoted = fmt.Sprintf("primary moved from %s to %s at epoch %d, on %s; waiting for it to replay past the final LSN %s and be ready%s",
-					out.PrimaryFrom, dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch, promoted.describe(), lsn, tokenNote)
+			if tokenSource == "" {
+				tokenSource = fmt.Sprintf("%s's final LSN %s", out.PrimaryFrom, lsn)
 			}
+			s.failover.promoted = fmt.Sprintf("primary moved from %s to %s at epoch %d, on %s; waiting for it to replay past %s and be ready",
+				out.PrimaryFrom, dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch, promoted.describe(), tokenSource)
 		}
 		promotions.Inc()
 	}
@@ -193,11 +193,8 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 	}
 	if out.PrimaryMoved {
 		handover := ""
-		if lsn := dbc.Status.Primary.PromoteAfterLSN; lsn != "" {
-			handover = fmt.Sprintf(" (switchover: promoted after replaying past %s's final LSN %s)", out.PrimaryFrom, lsn)
-			if tokenNote != "" {
-				handover = " (switchover: promoted after replaying past " + strings.TrimPrefix(tokenNote, " (")
-			}
+		if tokenSource != "" {
+			handover = fmt.Sprintf(" (switchover: promoted after replaying past %s)", tokenSource)
 		}
 		r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, "PrimaryChanged", "Promote", "%s", truncate(fmt.Sprintf(
 			"primary moved from %s to %s at epoch %d%s, on %s", out.PrimaryFrom, dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch, handover, promoted.describe())))

@@ -112,21 +112,16 @@ func synchronousProgress(s *scope) map[string]placement.WALProgress {
 }
 
 func instanceProgress(mdb *dbfleetv1alpha1.MemberDatabase, pod string) (placement.WALProgress, bool) {
-	if mdb == nil {
+	in := instanceOf(mdb, pod)
+	if in == nil {
 		return placement.WALProgress{}, false
 	}
-	for _, in := range mdb.Status.Instances {
-		if in.Pod != pod {
-			continue
-		}
-		received, rerr := scheduling.ParseLSN(in.ReceivedLSN)
-		replayed, perr := scheduling.ParseLSN(in.ReplayedLSN)
-		if rerr != nil && perr != nil {
-			return placement.WALProgress{}, false
-		}
-		return placement.WALProgress{Received: max(received, replayed), Replayed: replayed}, true
+	received, rerr := scheduling.ParseLSN(in.ReceivedLSN)
+	replayed, perr := scheduling.ParseLSN(in.ReplayedLSN)
+	if rerr != nil && perr != nil {
+		return placement.WALProgress{}, false
 	}
-	return placement.WALProgress{}, false
+	return placement.WALProgress{Received: max(received, replayed), Replayed: replayed}, true
 }
 
 // synchronousGate says why a failover to pod in cluster to would lose acknowledged commits
