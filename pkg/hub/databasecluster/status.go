@@ -114,10 +114,13 @@ func summarize(s *scope) shares {
 		sh.ready += ready
 		if p.Cluster == sh.primaryCluster {
 			// The primary (its pod, status.primary.pod) is ready when the share reports a ready
-			// replica at the current epoch and is neither fenced nor degraded.
+			// replica at the current epoch, is neither fenced nor degraded, and the pod's instance,
+			// when it reports, runs as primary: a promoted pod still replaying up to its
+			// promotion token is Ready as a standby but takes no write yet.
 			sh.primaryState = state
 			sh.primaryReady = ready > 0 && v.mdb != nil && v.mdb.Status.Epoch >= v.mdb.Spec.Epoch &&
-				(state == dbfleetv1alpha1.PlacementAvailable || state == dbfleetv1alpha1.PlacementProgressing)
+				(state == dbfleetv1alpha1.PlacementAvailable || state == dbfleetv1alpha1.PlacementProgressing) &&
+				instanceTakesWrites(v.mdb, dbc.Status.Primary)
 		}
 		switch state {
 		case dbfleetv1alpha1.PlacementUnknown:
@@ -258,4 +261,16 @@ func setFailoverInProgressCondition(dbc *dbfleetv1alpha1.DatabaseCluster, f fail
 		// FailoverComplete, FailoverCanceled or NoFailover, at the current generation.
 		setCondition(dbc, dbfleetv1alpha1.ConditionFailoverInProgress, c.Status, c.Reason, c.Message)
 	}
+}
+
+// instanceTakesWrites reports whether the primary's pod reports itself running as primary at
+// the primary's epoch or later. A share without instance reports (no instance manager) is
+// judged by its pods' readiness alone; in a share with them, a pod missing from them is not
+// known to take writes.
+func instanceTakesWrites(mdb *dbfleetv1alpha1.MemberDatabase, primary *dbfleetv1alpha1.PrimaryStatus) bool {
+	if primary == nil || primary.Pod == "" || len(mdb.Status.Instances) == 0 {
+		return true
+	}
+	in := instanceOf(mdb, primary.Pod)
+	return in != nil && in.Role == dbfleetv1alpha1.InstanceRunningPrimary && (in.Epoch == 0 || in.Epoch >= primary.Epoch)
 }

@@ -263,6 +263,36 @@ func TestUpdateStatus(t *testing.T) {
 	checkCondition(t, dbc, dbfleetv1alpha1.ConditionFailoverInProgress, wantCondition{metav1.ConditionFalse, dbfleetv1alpha1.ReasonNoFailover, ""})
 }
 
+// A promoted pod whose instance still runs as a standby (replaying up to its promotion token) is
+// not a ready primary, however Ready its pod is; once it reports itself primary at the epoch, it is.
+func TestPrimaryReadyWaitsForTheInstanceToRunAsPrimary(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		instance *dbfleetv1alpha1.InstanceStatus
+		want     bool
+	}{
+		{"no instance report", nil, true},
+		{"standby replaying up to its token", &dbfleetv1alpha1.InstanceStatus{Pod: "orders-0", Role: dbfleetv1alpha1.InstanceRunningStandby, Epoch: 2}, false},
+		{"primary from the epoch before", &dbfleetv1alpha1.InstanceStatus{Pod: "orders-0", Role: dbfleetv1alpha1.InstanceRunningPrimary, Epoch: 1}, false},
+		{"primary at the epoch", &dbfleetv1alpha1.InstanceStatus{Pod: "orders-0", Role: dbfleetv1alpha1.InstanceRunningPrimary, Epoch: 2}, true},
+		{"only another pod's report", &dbfleetv1alpha1.InstanceStatus{Pod: "orders-1", Role: dbfleetv1alpha1.InstanceRunningStandby, Epoch: 2}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dbc := newDB(1)
+			dbc.Status.Primary = &dbfleetv1alpha1.PrimaryStatus{Cluster: "east", Epoch: 2, Pod: "orders-0"}
+			dbc.Status.Placements = []dbfleetv1alpha1.ClusterPlacement{{Cluster: "east", Replicas: 1, Role: dbfleetv1alpha1.RolePrimary}}
+			east := mdb(1, 1, 2, 2, 1, "Available")
+			if tc.instance != nil {
+				east.Status.Instances = []dbfleetv1alpha1.InstanceStatus{*tc.instance}
+			}
+			s := &scope{dbc: dbc, members: fleet("east"), memberDBs: map[string]*dbfleetv1alpha1.MemberDatabase{"east": east}}
+			if got := summarize(s).primaryReady; got != tc.want {
+				t.Errorf("primaryReady %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestTruncateKeepsEventNotesShort(t *testing.T) {
 	if got := truncate(strings.Repeat("é", 800)); len(got) > 1024 || !strings.HasSuffix(got, "…") {
 		t.Errorf("truncate kept %d bytes", len(got))

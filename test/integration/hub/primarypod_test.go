@@ -83,8 +83,11 @@ func TestFailoverPromotesTheSharesMostAdvancedPod(t *testing.T) {
 		t.Errorf("survivor's share: role %s, primaryOrdinal %v, want primary at %d", m.Spec.Role, m.Spec.PrimaryOrdinal, start+1)
 	}
 
-	// The pod stays for the epoch: its sibling pulling ahead later changes nothing.
-	f.reportInstances(m, standbyAt(low, "0/9000000"), standbyAt(high, "0/7000000"))
+	// The pod stays for the epoch: its sibling pulling ahead later changes nothing. It is
+	// ready once its instance runs as primary at the new epoch.
+	promotedHigh := standbyAt(high, "0/7000000")
+	promotedHigh.Role, promotedHigh.Epoch = dbfleetv1alpha1.InstanceRunningPrimary, promoted.Status.Primary.Epoch
+	f.reportInstances(m, standbyAt(low, "0/9000000"), promotedHigh)
 	reportReady(f, "orders")
 	done := f.waitDatabase("orders", "failover complete", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
 		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionFalse, dbfleetv1alpha1.ReasonFailoverComplete)

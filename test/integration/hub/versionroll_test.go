@@ -306,11 +306,11 @@ func TestAFailoverDuringAVersionRollIsFollowedByASwitchoverToTheNewVersion(t *te
 	updating, behind := standbys[0], standbys[1]
 	mdbs := f.memberDatabases("orders")
 	// behind has received more WAL than updating: a failover promotes it.
-	f.reportInstances(mdbs[primary], dbfleetv1alpha1.InstanceStatus{Pod: "orders-" + primary, Role: dbfleetv1alpha1.InstanceRunningPrimary, Ready: true,
+	f.reportInstances(mdbs[primary], dbfleetv1alpha1.InstanceStatus{Pod: podOn(dbc, primary), Role: dbfleetv1alpha1.InstanceRunningPrimary, Ready: true,
 		ReceivedLSN: "0/5000000", ReplayedLSN: "0/5000000"})
-	f.reportInstances(mdbs[behind], dbfleetv1alpha1.InstanceStatus{Pod: "orders-" + behind, Role: dbfleetv1alpha1.InstanceRunningStandby, Ready: true,
+	f.reportInstances(mdbs[behind], dbfleetv1alpha1.InstanceStatus{Pod: podOn(dbc, behind), Role: dbfleetv1alpha1.InstanceRunningStandby, Ready: true,
 		ReceivedLSN: "0/5000000", ReplayedLSN: "0/5000000"})
-	f.reportInstances(mdbs[updating], dbfleetv1alpha1.InstanceStatus{Pod: "orders-" + updating, Role: dbfleetv1alpha1.InstanceRunningStandby, Ready: true,
+	f.reportInstances(mdbs[updating], dbfleetv1alpha1.InstanceStatus{Pod: podOn(dbc, updating), Role: dbfleetv1alpha1.InstanceRunningStandby, Ready: true,
 		ReceivedLSN: "0/3000000", ReplayedLSN: "0/3000000"})
 	agents.wait("available on "+old, func(_ map[string]*dbfleetv1alpha1.MemberDatabase, d *dbfleetv1alpha1.DatabaseCluster) bool {
 		return hasCondition(d, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue, "")
@@ -349,7 +349,7 @@ func TestAFailoverDuringAVersionRollIsFollowedByASwitchoverToTheNewVersion(t *te
 		return m[behind].Spec.Role == dbfleetv1alpha1.RoleReplica && m[behind].Spec.Epoch == 3
 	})
 	const final = "0/5000100"
-	f.reportInstances(mdbs[behind], dbfleetv1alpha1.InstanceStatus{Pod: "orders-" + behind, Role: dbfleetv1alpha1.InstanceFenced,
+	f.reportInstances(mdbs[behind], dbfleetv1alpha1.InstanceStatus{Pod: podOn(dbc, behind), Role: dbfleetv1alpha1.InstanceFenced,
 		Demoted: &dbfleetv1alpha1.InstanceDemotion{Epoch: 2, FinalLSN: final, Timeline: 2}})
 	// The target's agent reports its promotion when the test says.
 	agents.done[updating], agents.done[behind] = false, true
