@@ -15,6 +15,18 @@ import (
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
+// spreadOverTwo starts the hub with two member clusters, a and b, and a policy spreading
+// "orders" over both.
+func spreadOverTwo(t *testing.T) *fixture {
+	t.Helper()
+	f := newFixture(t)
+	startHub(t)
+	f.member("a", "r1", 100)
+	f.member("b", "r2", 100)
+	f.policy("spread", 0, map[string]string{"app": "orders"}, divided())
+	return f
+}
+
 // availableOnTwo places orders on two clusters whose agents report instance managers, its
 // primary running on one and a streaming standby on the other, and waits until it is Available.
 // It returns the primary's cluster and the other.
@@ -93,11 +105,7 @@ func switchoverUnderway(f *fixture) (string, string, *dbfleetv1alpha1.MemberData
 // it as spec.promoteAfterLSN in the write that makes it primary at the new epoch, and the status
 // and an Event say which LSN was handed over.
 func TestSwitchoverHandsTheOldPrimarysFinalLSNToTheNewPrimary(t *testing.T) {
-	f := newFixture(t)
-	startHub(t)
-	f.member("a", "r1", 100)
-	f.member("b", "r2", 100)
-	f.policy("spread", 0, map[string]string{"app": "orders"}, divided())
+	f := spreadOverTwo(t)
 	old, next, oldMDB := switchoverUnderway(f)
 
 	const final = "0/30199A8"
@@ -155,11 +163,7 @@ func TestSwitchoverWhoseOldClusterIsLostBecomesAFailover(t *testing.T) {
 // by a planned switchover (demote, then promote past the final LSN), and the Demoting condition
 // says why.
 func TestClockSkewedPrimaryMovesByPlannedSwitchover(t *testing.T) {
-	f := newFixture(t)
-	startHub(t)
-	f.member("a", "r1", 100)
-	f.member("b", "r2", 100)
-	f.policy("spread", 0, map[string]string{"app": "orders"}, divided())
+	f := spreadOverTwo(t)
 	old, next := availableOnTwo(f)
 
 	// The old primary's agent now runs an hour ahead: its instance fenced itself at epoch 1
@@ -215,11 +219,7 @@ func TestClockSkewedPrimaryMovesByPlannedSwitchover(t *testing.T) {
 // promote. The hub says SwitchoverPending, naming the target's instance, and leaves the primary
 // taking writes; once the target streams, the demotion begins.
 func TestSwitchoverWaitsForItsTargetToStream(t *testing.T) {
-	f := newFixture(t)
-	startHub(t)
-	f.member("a", "r1", 100)
-	f.member("b", "r2", 100)
-	f.policy("spread", 0, map[string]string{"app": "orders"}, divided())
+	f := spreadOverTwo(t)
 	old, next := availableOnTwo(f)
 	dbc := f.getDatabase("orders")
 	mdbs := f.memberDatabases("orders")
@@ -257,11 +257,7 @@ func TestSwitchoverWaitsForItsTargetToStream(t *testing.T) {
 // the new epoch without ever having been promoted, it hands the same final LSN on to the old
 // primary, which holds it. No second switchover follows while the target does not stream.
 func TestSwitchoverTargetThatCannotReplayHandsThePrimaryBack(t *testing.T) {
-	f := newFixture(t)
-	startHub(t)
-	f.member("a", "r1", 100)
-	f.member("b", "r2", 100)
-	f.policy("spread", 0, map[string]string{"app": "orders"}, divided())
+	f := spreadOverTwo(t)
 	old, next, oldMDB := switchoverUnderway(f)
 	dbc := f.getDatabase("orders")
 	oldPod, nextPod := podOn(dbc, old), podOn(dbc, next)
