@@ -116,8 +116,9 @@ bench-karmada-check: ## Agreement check: pkg/placement and Karmada's scheduler g
 	cd bench/karmada && $(GO) test -count=1 ./...
 
 .PHONY: lint
-lint: ## go vet and gofmt.
+lint: ## go vet, gofmt, and the layering check (no import runs back up: hack/layering/rules.go).
 	$(GO) vet ./...
+	$(GO) run ./hack/layering
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 # Flags for localfed up, e.g. LOCALFED_FLAGS="--members east,west --cluster-grace-period 10s".

@@ -300,8 +300,6 @@ const (
 	RolePrimary ReplicaRole = "primary"
 	// RoleReplica: every instance of the share is a replica.
 	RoleReplica ReplicaRole = "replica"
-	// RoleFenced labels a former primary pod that its agent fenced; never a desired role.
-	RoleFenced ReplicaRole = "fenced"
 )
 
 // PlacementState summarises one cluster's share.

@@ -4,8 +4,6 @@ package v1alpha1
 const (
 	// LabelDatabase names the DatabaseCluster an object belongs to.
 	LabelDatabase = "dbfleet.io/database"
-	// LabelRole is the role of a database pod: RolePrimary, RoleReplica or RoleFenced.
-	LabelRole = "dbfleet.io/role"
 	// LabelEpoch is the primary epoch a StatefulSet was last reconciled for.
 	LabelEpoch = "dbfleet.io/epoch"
 	// LabelCluster names the member cluster on MemberDatabases and on member-side objects.
@@ -112,13 +110,6 @@ const (
 	CredentialsReplication = "replication"
 	CredentialsApp         = "app"
 
-	// SecretKeyUsername, SecretKeyPassword, SecretKeyDBName and SecretKeyURI are the keys of a
-	// credentials Secret.
-	SecretKeyUsername = "username"
-	SecretKeyPassword = "password"
-	SecretKeyDBName   = "dbname"
-	SecretKeyURI      = "uri"
-
 	// LabelCredentials names the kind of credentials a Secret holds. The hub puts it on the
 	// Secrets it creates (never on a user's) and on the copies it carries into member-<cluster>,
 	// where the agent finds them by it.
@@ -137,15 +128,3 @@ func CredentialsSecretName(database, kind string) string { return database + "-"
 func CarriedCredentialsSecretName(namespace, database, kind string) string {
 	return MemberDatabaseName(namespace, database) + "-" + kind
 }
-
-// LabelInstanceRole is the role a pod's instance manager reports it really runs (from its
-// /status: InstanceRolePrimary or InstanceRoleStandby), set by the agent. The read-write Service
-// selects the pod labelled primary by the hub's placement (LabelRole) only while its instance
-// also says so here.
-const LabelInstanceRole = "dbfleet.io/instance-role"
-
-// Values of LabelInstanceRole.
-const (
-	InstanceRolePrimary = "primary"
-	InstanceRoleStandby = "standby"
-)

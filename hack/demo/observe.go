@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // A snapshot is what the demo sees at one moment: the DatabaseCluster and MemberClusters on the
@@ -87,10 +88,10 @@ func (f *federation) observe(ctx context.Context) *snapshot {
 				if podReady(p) {
 					v.podsReady++
 				}
-				switch p.Labels[dbfleetv1alpha1.LabelRole] {
-				case string(dbfleetv1alpha1.RolePrimary):
+				switch p.Labels[contract.LabelRole] {
+				case contract.PodRolePrimary:
 					v.primaryPods = append(v.primaryPods, p.Name)
-				case string(dbfleetv1alpha1.RoleFenced):
+				case contract.PodRoleFenced:
 					v.fencedPods = append(v.fencedPods, p.Name)
 				}
 			}
@@ -111,7 +112,7 @@ func (f *federation) observe(ctx context.Context) *snapshot {
 }
 
 // primaryLease is the member-local Lease of the demo database's primary.
-const primaryLease = "dbfleet-primary-" + demoDatabase
+var primaryLease = contract.PrimaryLeaseName(demoDatabase)
 
 // validLeases are the unexpired primary Leases, as "member: holder".
 func (s *snapshot) validLeases() []string {

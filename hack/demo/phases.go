@@ -11,6 +11,7 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/hack/localfed/layout"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // The demo's phases: place a database, cut its primary's member off, bring it back.
@@ -79,9 +80,9 @@ func (d *demo) place(ctx context.Context) error {
 			say("  %-8s %s → no replica", m, quota)
 			continue
 		}
-		names := fmt.Sprintf("%s-%d", demoDatabase, p.Ordinals.Start)
+		names := contract.PodName(demoDatabase, p.Ordinals.Start)
 		if p.Ordinals.Count > 1 {
-			names += fmt.Sprintf(" … %s-%d", demoDatabase, p.Ordinals.Start+p.Ordinals.Count-1)
+			names += " … " + contract.PodName(demoDatabase, p.Ordinals.Start+p.Ordinals.Count-1)
 		}
 		role := ""
 		if m == primary {

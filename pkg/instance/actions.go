@@ -14,11 +14,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/instance/decide"
 	"github.com/dbfleet/dbfleet/pkg/instance/observe"
 	"github.com/dbfleet/dbfleet/pkg/instance/pgconf"
 	"github.com/dbfleet/dbfleet/pkg/instance/pgsql"
-	"github.com/dbfleet/dbfleet/pkg/instance/status"
 )
 
 // cloneDirSuffix names the directory a clone is made in, beside the data directory; it becomes
@@ -100,7 +100,7 @@ func (m *Manager) runStandby(ctx context.Context, d decide.Decision) error {
 	if err != nil {
 		return err
 	}
-	if m.running() == status.RoleStandby {
+	if m.running() == contract.RoleStandby {
 		changed, err := pgconf.WriteStandby(m.dataDir, sb, m.owner)
 		if err != nil || !changed {
 			return err
@@ -123,7 +123,7 @@ func (m *Manager) runStandby(ctx context.Context, d decide.Decision) error {
 	if err := pgconf.SetStandbySignal(m.dataDir, true, m.owner); err != nil {
 		return err
 	}
-	return m.start(status.RoleStandby, 0)
+	return m.start(contract.RoleStandby, 0)
 }
 
 // divergedDirPrefix starts the name of a data directory set aside because it could not be
@@ -167,9 +167,9 @@ func (m *Manager) rejoin(ctx context.Context, d decide.Decision) (bool, error) {
 	m.log.Info("Rewinding a former primary to follow the new one", "promotedEpoch", st.PromotedEpoch, "epoch", d.Epoch, "primaryEndpoint", d.PrimaryEndpoint)
 	said, err := m.bins.Rewind(ctx, m.dataDir, host, port, su.Username, su.Password)
 	if err == nil {
-		method := status.RejoinRewound
+		method := contract.RejoinRewound
 		if strings.Contains(said, "no rewind required") {
-			method = status.RejoinNoRewindNeeded
+			method = contract.RejoinNoRewindNeeded
 		}
 		// pg_rewind copied the primary's files over this directory's, the state file among them.
 		m.mu.Lock()
@@ -180,7 +180,7 @@ func (m *Manager) rejoin(ctx context.Context, d decide.Decision) (bool, error) {
 			return false, err
 		}
 		m.state = next
-		m.rejoined = &status.Rejoin{Epoch: d.Epoch, Method: method, Message: said}
+		m.rejoined = &contract.Rejoin{Epoch: d.Epoch, Method: method, Message: said}
 		m.log.Info("Rewound", "method", method, "said", said)
 		return false, nil
 	}
@@ -195,7 +195,7 @@ func (m *Manager) rejoin(ctx context.Context, d decide.Decision) (bool, error) {
 	m.mu.Lock()
 	// The new, empty directory was never primary; the fence stays remembered.
 	m.state = pgconf.State{Pod: m.opts.PodName, FencedEpoch: m.state.FencedEpoch}
-	m.rejoined = &status.Rejoin{Epoch: d.Epoch, Method: status.RejoinRecloned, DivergedData: aside, Message: err.Error()}
+	m.rejoined = &contract.Rejoin{Epoch: d.Epoch, Method: contract.RejoinRecloned, DivergedData: aside, Message: err.Error()}
 	m.mu.Unlock()
 	return true, nil
 }
@@ -313,7 +313,7 @@ func (m *Manager) checkSystemIdentifier(ctx context.Context, endpoint string) er
 
 // promote ends recovery at d.Epoch (or, already primary, adopts d.Epoch).
 func (m *Manager) promote(ctx context.Context, d decide.Decision) error {
-	if m.running() == status.RoleStandby {
+	if m.running() == contract.RoleStandby {
 		// The standby's synchronous_standby_names came with its clone (the old primary's) or
 		// from nobody: set this primary's before it may take a write.
 		if err := m.syncSynchronous(ctx, m.obs.Snapshot().Synchronous, true); err != nil {
@@ -327,7 +327,7 @@ func (m *Manager) promote(ctx context.Context, d decide.Decision) error {
 			return err
 		}
 		m.mu.Lock()
-		m.mode = status.RolePrimary
+		m.mode = contract.RolePrimary
 		m.mu.Unlock()
 	}
 	// The roles came with the data from the primary this standby followed.
@@ -342,7 +342,7 @@ func (m *Manager) promote(ctx context.Context, d decide.Decision) error {
 // runPrimary keeps postgres running as primary, its synchronous_standby_names and its slots in
 // step with the standbys.
 func (m *Manager) runPrimary(ctx context.Context, d decide.Decision, snap observe.Snapshot) error {
-	if m.running() != status.RolePrimary {
+	if m.running() != contract.RolePrimary {
 		if err := m.startPrimary(ctx, d, snap.Synchronous); err != nil {
 			return err
 		}
@@ -395,7 +395,7 @@ func (m *Manager) syncSlots(ctx context.Context, standbys []string) error {
 func (m *Manager) syncSynchronous(ctx context.Context, want decide.Synchronous, reload bool) error {
 	m.mu.Lock()
 	replicas := m.server.Replication
-	if m.serverAs != status.RolePrimary {
+	if m.serverAs != contract.RolePrimary {
 		replicas = nil // a standby's reading, or none yet: nobody is known to stream
 	}
 	m.mu.Unlock()
@@ -426,7 +426,7 @@ func (m *Manager) startPrimary(ctx context.Context, d decide.Decision, sync deci
 	if err := m.allowWrites(d); err != nil {
 		return err
 	}
-	if err := m.start(status.RolePrimary, d.Epoch); err != nil {
+	if err := m.start(contract.RolePrimary, d.Epoch); err != nil {
 		return err
 	}
 	c := m.credentials()
@@ -465,10 +465,10 @@ func (m *Manager) judgeLease(epoch int64) decide.LeaseJudgement {
 
 // start starts postgres as mode, unless the instance fenced itself at epoch meanwhile (the
 // guard may fire while the loop is on its way here).
-func (m *Manager) start(mode status.Role, epoch int64) error {
+func (m *Manager) start(mode contract.Role, epoch int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if mode == status.RolePrimary && m.state.FencedEpoch >= epoch {
+	if mode == contract.RolePrimary && m.state.FencedEpoch >= epoch {
 		return errFenced
 	}
 	if time.Since(m.lastStart) < restartBackoff {
@@ -483,7 +483,7 @@ func (m *Manager) start(mode status.Role, epoch int64) error {
 		m.restarts++
 	}
 	m.mode, m.fenced, m.rolesReady = mode, false, false
-	m.server = status.Status{} // nothing read from this postmaster yet
+	m.server = contract.Status{} // nothing read from this postmaster yet
 	m.log.Info("Started postgres", "as", mode, "epoch", epoch)
 	return nil
 }
@@ -545,12 +545,12 @@ func (m *Manager) fenceAtDeadline(epoch int64, writableUntil time.Time) {
 		m.guard.arm(epoch, j)
 		return
 	}
-	m.fence(epoch, status.ReasonFenced, fmt.Sprintf("no Lease renewal seen before the deadline; writes stop by %s",
+	m.fence(epoch, contract.ReasonFenced, fmt.Sprintf("no Lease renewal seen before the deadline; writes stop by %s",
 		writableUntil.UTC().Format(time.RFC3339Nano)))
 }
 
 // fence records epoch as fenced and stops postgres: fast, immediate at the last deadline known.
-func (m *Manager) fence(epoch int64, reason status.Reason, msg string) {
+func (m *Manager) fence(epoch int64, reason contract.Reason, msg string) {
 	m.mu.Lock()
 	wasFenced := m.fenced
 	if epoch > m.state.FencedEpoch {
@@ -562,7 +562,7 @@ func (m *Manager) fence(epoch int64, reason status.Reason, msg string) {
 		m.state = s
 	}
 	running := m.proc.Running()
-	asPrimary := running && m.mode == status.RolePrimary
+	asPrimary := running && m.mode == contract.RolePrimary
 	promoted := m.state.PromotedEpoch
 	if running {
 		m.fenced = true

@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/instance/pgsql"
-	"github.com/dbfleet/dbfleet/pkg/instance/status"
 )
 
 // credentials returns the credentials in use.
@@ -43,7 +43,7 @@ func (m *Manager) refreshCredentials(ctx context.Context) {
 	m.mu.Lock()
 	rolesReady := m.rolesReady
 	m.mu.Unlock()
-	if running == status.RolePrimary && rolesReady {
+	if running == contract.RolePrimary && rolesReady {
 		// Bounded: the step that called this also fences and promotes.
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -59,8 +59,8 @@ func (m *Manager) refreshCredentials(ctx context.Context) {
 	m.creds, m.credsErr = next, nil
 	m.mu.Unlock()
 	m.log.Info("Credentials changed", "superuser", next.superuser.Username, "replication", next.replication.Username,
-		"app", next.app.Username, "rolesSet", running == status.RolePrimary && rolesReady)
-	if running != status.RoleStopped &&
+		"app", next.app.Username, "rolesSet", running == contract.RolePrimary && rolesReady)
+	if running != contract.RoleStopped &&
 		(next.superuser.Username != cur.superuser.Username || next.replication.Username != cur.replication.Username) {
 		if err := m.writeConfig(); err != nil {
 			m.setCredsErr(err)

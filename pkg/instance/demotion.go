@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/instance/postgres"
-	"github.com/dbfleet/dbfleet/pkg/instance/status"
 )
 
 // recordDemotion reads, from the control file of a data directory that has just stopped being
@@ -17,7 +17,7 @@ import (
 // pg_controldata's "Latest checkpoint location". A postgres that did not stop cleanly (an
 // immediate shutdown at the fence deadline) has no such point: the record says so instead.
 func (m *Manager) recordDemotion(ctx context.Context, epoch int64) {
-	d := &status.Demotion{Epoch: epoch}
+	d := &contract.Demotion{Epoch: epoch}
 	ctl, err := m.bins.ControlData(ctx, m.dataDir)
 	switch {
 	case err != nil:

@@ -17,11 +17,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/instance/decide"
 	"github.com/dbfleet/dbfleet/pkg/instance/observe"
 	"github.com/dbfleet/dbfleet/pkg/instance/pgconf"
 	"github.com/dbfleet/dbfleet/pkg/instance/postgres"
-	"github.com/dbfleet/dbfleet/pkg/instance/status"
 )
 
 const (
@@ -54,22 +54,22 @@ type Manager struct {
 	mu     sync.Mutex
 	state  pgconf.State
 	acted  int64
-	mode   status.Role // what postgres was started as (or promoted to)
-	fenced bool        // stopped by a fence, not started since
+	mode   contract.Role // what postgres was started as (or promoted to)
+	fenced bool          // stopped by a fence, not started since
 	// rolesReady: the primary has the Secrets' roles (set after EnsureRoles or a promotion).
 	rolesReady  bool
 	decision    decide.Decision
-	errReason   status.Reason
+	errReason   contract.Reason
 	errMsg      string
 	lastStart   time.Time
 	failed      decide.Action // the action that failed last, retried after retryAt
 	retryAt     time.Time
 	restarts    int // postgres started again after it exited on its own (a crash)
 	slotsSync   time.Time
-	slotsSynced []string      // the slots as last synced
-	slotsErr    string        // the last error of a standby's slot sync, logged once (step)
-	server      status.Status // the last reading of the server, see server.go
-	serverAs    status.Role   // what postgres ran as when server was read
+	slotsSynced []string        // the slots as last synced
+	slotsErr    string          // the last error of a standby's slot sync, logged once (step)
+	server      contract.Status // the last reading of the server, see server.go
+	serverAs    contract.Role   // what postgres ran as when server was read
 	mismatch    mismatchCheck
 	// creds are the Secrets' credentials in use (credentials.go); credsErr why the mounted
 	// Secrets could not be read or applied last time, nil when they were.
@@ -80,9 +80,9 @@ type Manager struct {
 	// upstream is a non-streaming standby's own try of its primary endpoint (upstream.go).
 	upstream upstreamCheck
 	// rejoined is how a former primary last came back as a standby (actions.go, rejoin).
-	rejoined *status.Rejoin
+	rejoined *contract.Rejoin
 	// demoted is where the WAL ended when postgres last stopped as primary (demotion.go).
-	demoted *status.Demotion
+	demoted *contract.Demotion
 }
 
 type mismatchCheck struct {
@@ -127,8 +127,8 @@ func newManager(opts Options, binDir string, cred *syscall.Credential, owner *pg
 		owner:   owner,
 		creds:   creds,
 		obs: &observe.Observer{Client: cs, Namespace: opts.Namespace, Pod: opts.PodName,
-			Lease: observe.PrimaryLeaseName(opts.Database), Interval: opts.PollInterval},
-		mode: status.RoleStopped,
+			Lease: contract.PrimaryLeaseName(opts.Database), Interval: opts.PollInterval},
+		mode: contract.RoleStopped,
 	}
 	m.proc = &postgres.Process{Bins: m.bins, DataDir: m.dataDir, Output: os.Stderr}
 	m.guard = &guard{fire: m.fenceAtDeadline}
@@ -216,15 +216,15 @@ func (m *Manager) prepareVolume() error {
 }
 
 // running is what postgres runs as now.
-func (m *Manager) running() status.Role {
+func (m *Manager) running() contract.Role {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.runningLocked()
 }
 
-func (m *Manager) runningLocked() status.Role {
+func (m *Manager) runningLocked() contract.Role {
 	if !m.proc.Running() {
-		return status.RoleStopped
+		return contract.RoleStopped
 	}
 	return m.mode
 }
@@ -235,14 +235,14 @@ func (m *Manager) step(ctx context.Context) {
 	m.refreshCredentials(ctx)
 	hasData, err := pgconf.HasData(m.dataDir)
 	if err != nil {
-		m.setError(status.ReasonStartFailed, err)
+		m.setError(contract.ReasonStartFailed, err)
 		return
 	}
 	m.mu.Lock()
 	in := decide.Input{Now: time.Now(), Cluster: m.opts.Cluster, Pod: snap.Pod, Lease: snap.Lease,
 		Local: decide.Local{HasData: hasData, PromotedEpoch: m.state.PromotedEpoch, FencedEpoch: m.state.FencedEpoch,
 			ActedEpoch: m.acted, Running: m.runningLocked()}}
-	if in.Local.Running == status.RoleStandby && m.serverAs == status.RoleStandby {
+	if in.Local.Running == contract.RoleStandby && m.serverAs == contract.RoleStandby {
 		in.Local.ReplayedLSN = m.server.ReplayedLSN
 	}
 	m.mu.Unlock()
@@ -265,11 +265,11 @@ func (m *Manager) step(ctx context.Context) {
 	if wait {
 		return
 	}
-	var reason status.Reason
+	var reason contract.Reason
 	switch d.Action {
 	case decide.ActionNone:
 		err = nil
-		if snap.Pod.Role == decide.PodRolePrimary && m.running() == status.RoleStandby {
+		if snap.Pod.Role == contract.PodRolePrimary && m.running() == contract.RoleStandby {
 			// The promoted pod, waiting to promote: the slots its standbys will stream by. A
 			// failure only costs them time; the primary makes them again.
 			if serr := m.syncSlots(ctx, snap.Standbys); serr != nil && serr.Error() != m.slotsErr {
@@ -280,15 +280,15 @@ func (m *Manager) step(ctx context.Context) {
 	case decide.ActionFence:
 		m.fence(d.FencedEpoch, d.Reason, d.Message)
 	case decide.ActionBootstrap:
-		reason, err = status.ReasonBootstrapFailed, m.bootstrap(ctx, d)
+		reason, err = contract.ReasonBootstrapFailed, m.bootstrap(ctx, d)
 	case decide.ActionClone:
-		reason, err = status.ReasonCloneFailed, m.clone(ctx, d)
+		reason, err = contract.ReasonCloneFailed, m.clone(ctx, d)
 	case decide.ActionRunStandby:
-		reason, err = status.ReasonStartFailed, m.runStandby(ctx, d)
+		reason, err = contract.ReasonStartFailed, m.runStandby(ctx, d)
 	case decide.ActionPromote:
-		reason, err = status.ReasonPromoteFailed, m.promote(ctx, d)
+		reason, err = contract.ReasonPromoteFailed, m.promote(ctx, d)
 	case decide.ActionRunPrimary:
-		reason, err = status.ReasonStartFailed, m.runPrimary(ctx, d, snap)
+		reason, err = contract.ReasonStartFailed, m.runPrimary(ctx, d, snap)
 	}
 	m.mu.Lock()
 	if err != nil && !errors.Is(err, errBackoff) {
@@ -301,16 +301,16 @@ func (m *Manager) step(ctx context.Context) {
 	var rejoin *rejoinError
 	switch {
 	case errors.As(err, &mismatch):
-		m.setError(status.ReasonSystemIdentifierMismatch, err)
+		m.setError(contract.ReasonSystemIdentifierMismatch, err)
 	case errors.As(err, &rejoin):
-		m.setError(status.ReasonRejoinFailed, err)
+		m.setError(contract.ReasonRejoinFailed, err)
 	case errors.Is(err, errBackoff):
 	case err != nil:
 		m.setError(reason, err)
 	default:
 		m.setError("", nil)
 	}
-	if m.running() == status.RolePrimary {
+	if m.running() == contract.RolePrimary {
 		// Afresh: the action may have taken seconds, and the Lease been renewed meanwhile. An
 		// invalid Lease leaves the guard at its deadline (and the next step fences).
 		if j := m.judgeLease(d.Epoch); j.Valid {
@@ -321,7 +321,7 @@ func (m *Manager) step(ctx context.Context) {
 	}
 }
 
-func (m *Manager) setError(reason status.Reason, err error) {
+func (m *Manager) setError(reason contract.Reason, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err == nil {
@@ -338,7 +338,7 @@ func (m *Manager) setError(reason status.Reason, err error) {
 // shutdownTimeout, whichever comes first.
 func (m *Manager) shutdown() {
 	immediateAt := time.Now().Add(shutdownTimeout)
-	if m.running() == status.RolePrimary {
+	if m.running() == contract.RolePrimary {
 		if d := m.guard.deadline(); !d.IsZero() && d.Before(immediateAt) {
 			immediateAt = d
 		}

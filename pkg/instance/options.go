@@ -13,37 +13,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/instance/pgconf"
 	"github.com/dbfleet/dbfleet/pkg/instance/pgsql"
-	"github.com/dbfleet/dbfleet/pkg/instance/status"
-)
-
-// Environment variables that give each flag its default (the agent sets them in the pod; a test
-// or a person passes flags).
-const (
-	EnvPodName              = "DBFLEET_POD_NAME"
-	EnvNamespace            = "DBFLEET_NAMESPACE"
-	EnvCluster              = "DBFLEET_CLUSTER"
-	EnvDatabase             = "DBFLEET_DATABASE"
-	EnvKubeconfig           = "KUBECONFIG"
-	EnvDataVolume           = "DBFLEET_DATA_VOLUME"
-	EnvHTTPPort             = "DBFLEET_HTTP_PORT"
-	EnvPostgresPort         = "DBFLEET_POSTGRES_PORT"
-	EnvListenAddresses      = "DBFLEET_LISTEN_ADDRESSES"
-	EnvBinDir               = "DBFLEET_BIN_DIR"
-	EnvSuperuserSecretDir   = "DBFLEET_SUPERUSER_SECRET_DIR"
-	EnvReplicationSecretDir = "DBFLEET_REPLICATION_SECRET_DIR"
-	EnvAppSecretDir         = "DBFLEET_APP_SECRET_DIR"
-	EnvRunAs                = "DBFLEET_RUN_AS"
-	EnvSuperuserFromNetwork = "DBFLEET_SUPERUSER_FROM_NETWORK"
-	EnvPollInterval         = "DBFLEET_POLL_INTERVAL"
-)
-
-// Keys of the credential Secrets, each mounted as a file of that name in its directory.
-const (
-	SecretKeyUsername = "username"
-	SecretKeyPassword = "password"
-	SecretKeyDBName   = "dbname"
 )
 
 // DataDirName is the data directory inside the volume: never the volume root, which may hold
@@ -82,22 +54,22 @@ type Options struct {
 
 // AddFlags registers the options on fs, each defaulting to its environment variable.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.PodName, "pod-name", os.Getenv(EnvPodName), "Name of this instance's Pod (also its replication application_name). Env "+EnvPodName+".")
-	fs.StringVar(&o.Namespace, "namespace", os.Getenv(EnvNamespace), "Namespace of the Pod and of the primary Lease. Env "+EnvNamespace+".")
-	fs.StringVar(&o.Cluster, "cluster", os.Getenv(EnvCluster), "Name of the member cluster: the Lease holder is <cluster>/<epoch>. Env "+EnvCluster+".")
-	fs.StringVar(&o.Database, "database", os.Getenv(EnvDatabase), "Name of the DatabaseCluster: the Lease is dbfleet-primary-<database>. Env "+EnvDatabase+".")
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", os.Getenv(EnvKubeconfig), "Kubeconfig of the member cluster; empty: in-cluster configuration. Env "+EnvKubeconfig+".")
-	fs.StringVar(&o.DataVolume, "data-volume", os.Getenv(EnvDataVolume), "Mount point of the data volume; the data directory is <volume>/"+DataDirName+". Env "+EnvDataVolume+".")
-	fs.IntVar(&o.HTTPPort, "http-port", envInt(EnvHTTPPort, status.Port), "Port of /healthz, /readyz and /status. Env "+EnvHTTPPort+".")
-	fs.IntVar(&o.PostgresPort, "postgres-port", envInt(EnvPostgresPort, DefaultPostgresPort), "Port postgres listens on. Env "+EnvPostgresPort+".")
-	fs.StringVar(&o.ListenAddresses, "listen-addresses", envString(EnvListenAddresses, "*"), "postgres listen_addresses. Env "+EnvListenAddresses+".")
-	fs.StringVar(&o.BinDir, "bin-dir", os.Getenv(EnvBinDir), "Directory of the postgres server binaries; empty: PATH, then /usr/lib/postgresql/<major>/bin. Env "+EnvBinDir+".")
-	fs.StringVar(&o.SuperuserSecretDir, "superuser-secret-dir", os.Getenv(EnvSuperuserSecretDir), "Directory where the <db>-superuser Secret is mounted (files username, password). Env "+EnvSuperuserSecretDir+".")
-	fs.StringVar(&o.ReplicationSecretDir, "replication-secret-dir", os.Getenv(EnvReplicationSecretDir), "Directory where the <db>-replication Secret is mounted. Env "+EnvReplicationSecretDir+".")
-	fs.StringVar(&o.AppSecretDir, "app-secret-dir", os.Getenv(EnvAppSecretDir), "Directory where the <db>-app Secret is mounted (files username, password, dbname). Env "+EnvAppSecretDir+".")
-	fs.StringVar(&o.RunAs, "run-as", envString(EnvRunAs, DefaultRunAs), "User postgres runs as when the manager runs as root. Env "+EnvRunAs+".")
-	fs.BoolVar(&o.SuperuserFromNetwork, "superuser-from-network", envBool(EnvSuperuserFromNetwork, true), "Let the superuser log in from other hosts; false: only the manager, over loopback. Env "+EnvSuperuserFromNetwork+".")
-	fs.DurationVar(&o.PollInterval, "poll-interval", envDuration(EnvPollInterval, DefaultPollInterval), "How often the Pod and the primary Lease are read. Env "+EnvPollInterval+".")
+	fs.StringVar(&o.PodName, "pod-name", os.Getenv(contract.EnvPodName), "Name of this instance's Pod (also its replication application_name). Env "+contract.EnvPodName+".")
+	fs.StringVar(&o.Namespace, "namespace", os.Getenv(contract.EnvNamespace), "Namespace of the Pod and of the primary Lease. Env "+contract.EnvNamespace+".")
+	fs.StringVar(&o.Cluster, "cluster", os.Getenv(contract.EnvCluster), "Name of the member cluster: the Lease holder is <cluster>/<epoch>. Env "+contract.EnvCluster+".")
+	fs.StringVar(&o.Database, "database", os.Getenv(contract.EnvDatabase), "Name of the DatabaseCluster: the Lease is dbfleet-primary-<database>. Env "+contract.EnvDatabase+".")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", os.Getenv(contract.EnvKubeconfig), "Kubeconfig of the member cluster; empty: in-cluster configuration. Env "+contract.EnvKubeconfig+".")
+	fs.StringVar(&o.DataVolume, "data-volume", os.Getenv(contract.EnvDataVolume), "Mount point of the data volume; the data directory is <volume>/"+DataDirName+". Env "+contract.EnvDataVolume+".")
+	fs.IntVar(&o.HTTPPort, "http-port", envInt(contract.EnvHTTPPort, contract.Port), "Port of /healthz, /readyz and /status. Env "+contract.EnvHTTPPort+".")
+	fs.IntVar(&o.PostgresPort, "postgres-port", envInt(contract.EnvPostgresPort, DefaultPostgresPort), "Port postgres listens on. Env "+contract.EnvPostgresPort+".")
+	fs.StringVar(&o.ListenAddresses, "listen-addresses", envString(contract.EnvListenAddresses, "*"), "postgres listen_addresses. Env "+contract.EnvListenAddresses+".")
+	fs.StringVar(&o.BinDir, "bin-dir", os.Getenv(contract.EnvBinDir), "Directory of the postgres server binaries; empty: PATH, then /usr/lib/postgresql/<major>/bin. Env "+contract.EnvBinDir+".")
+	fs.StringVar(&o.SuperuserSecretDir, "superuser-secret-dir", os.Getenv(contract.EnvSuperuserSecretDir), "Directory where the <db>-superuser Secret is mounted (files username, password). Env "+contract.EnvSuperuserSecretDir+".")
+	fs.StringVar(&o.ReplicationSecretDir, "replication-secret-dir", os.Getenv(contract.EnvReplicationSecretDir), "Directory where the <db>-replication Secret is mounted. Env "+contract.EnvReplicationSecretDir+".")
+	fs.StringVar(&o.AppSecretDir, "app-secret-dir", os.Getenv(contract.EnvAppSecretDir), "Directory where the <db>-app Secret is mounted (files username, password, dbname). Env "+contract.EnvAppSecretDir+".")
+	fs.StringVar(&o.RunAs, "run-as", envString(contract.EnvRunAs, DefaultRunAs), "User postgres runs as when the manager runs as root. Env "+contract.EnvRunAs+".")
+	fs.BoolVar(&o.SuperuserFromNetwork, "superuser-from-network", envBool(contract.EnvSuperuserFromNetwork, true), "Let the superuser log in from other hosts; false: only the manager, over loopback. Env "+contract.EnvSuperuserFromNetwork+".")
+	fs.DurationVar(&o.PollInterval, "poll-interval", envDuration(contract.EnvPollInterval, DefaultPollInterval), "How often the Pod and the primary Lease are read. Env "+contract.EnvPollInterval+".")
 }
 
 // Validate rejects options the manager cannot run with.
@@ -153,14 +125,14 @@ func readSecretDir(dir string, needDB bool) (pgsql.Credentials, error) {
 	}
 	var c pgsql.Credentials
 	var err error
-	if c.Username, err = read(SecretKeyUsername); err != nil {
+	if c.Username, err = read(contract.SecretKeyUsername); err != nil {
 		return c, err
 	}
-	if c.Password, err = read(SecretKeyPassword); err != nil {
+	if c.Password, err = read(contract.SecretKeyPassword); err != nil {
 		return c, err
 	}
 	if needDB {
-		if c.DBName, err = read(SecretKeyDBName); err != nil {
+		if c.DBName, err = read(contract.SecretKeyDBName); err != nil {
 			return c, err
 		}
 	}

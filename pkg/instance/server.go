@@ -12,9 +12,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/instance/decide"
 	"github.com/dbfleet/dbfleet/pkg/instance/pgsql"
-	"github.com/dbfleet/dbfleet/pkg/instance/status"
 )
 
 // statusInterval is how often the manager reads its server's state for /status and /readyz.
@@ -23,10 +23,10 @@ const statusInterval = 500 * time.Millisecond
 // serve starts the HTTP server: /healthz (the manager runs), /readyz (Status.Ready), /status.
 func (m *Manager) serve(ctx context.Context) (*http.Server, error) {
 	mux := http.NewServeMux()
-	mux.HandleFunc(status.HealthPath, func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc(contract.HealthPath, func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc(status.ReadyPath, func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc(contract.ReadyPath, func(w http.ResponseWriter, _ *http.Request) {
 		st := m.Status()
 		if !st.Ready {
 			http.Error(w, fmt.Sprintf("not ready: %s %s %s", st.Role, st.Reason, st.Message), http.StatusServiceUnavailable)
@@ -34,7 +34,7 @@ func (m *Manager) serve(ctx context.Context) (*http.Server, error) {
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc(status.Path, func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc(contract.Path, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		st := m.Status()
 		st.Time = time.Now().UTC().Format(time.RFC3339Nano) // as late as can be: the agent times the answer
@@ -54,7 +54,7 @@ func (m *Manager) serve(ctx context.Context) (*http.Server, error) {
 }
 
 // Status is what /status reports now.
-func (m *Manager) Status() status.Status {
+func (m *Manager) Status() contract.Status {
 	snap := m.obs.Snapshot()
 	lease := snap.Lease
 	diverged := m.divergedDirs()
@@ -65,7 +65,7 @@ func (m *Manager) Status() status.Status {
 	if m.serverAs != running {
 		// The reading is of the server as it ran before (a standby just promoted, say):
 		// nothing of it is true of the server now until the next reading.
-		st = status.Status{SystemIdentifier: m.server.SystemIdentifier}
+		st = contract.Status{SystemIdentifier: m.server.SystemIdentifier}
 	}
 	st.Pod = m.opts.PodName
 	st.Epoch = m.acted
@@ -73,17 +73,17 @@ func (m *Manager) Status() status.Status {
 	st.Restarts = m.restarts
 	st.Role = running
 	d := m.decision
-	if running == status.RoleStopped {
+	if running == contract.RoleStopped {
 		st.Ready, st.Streaming, st.LagBytes = false, false, 0
 		st.ReceivedLSN, st.ReplayedLSN, st.Timeline = "", "", 0
 		if m.fenced || (m.state.FencedEpoch > 0 && m.state.FencedEpoch >= m.acted) {
-			st.Role = status.RoleFenced
+			st.Role = contract.RoleFenced
 		}
 	}
-	if running == status.RolePrimary && !m.rolesReady {
+	if running == contract.RolePrimary && !m.rolesReady {
 		st.Ready = false
 	}
-	if running == status.RolePrimary && d.Lease.Valid {
+	if running == contract.RolePrimary && d.Lease.Valid {
 		st.LeaseDeadline = d.Lease.WritableUntil.UTC().Format(time.RFC3339Nano)
 	}
 	if lease.Exists && !lease.RenewTime.IsZero() {
@@ -91,7 +91,7 @@ func (m *Manager) Status() status.Status {
 	}
 	st.Reason, st.Message = d.Reason, d.Message
 	st.Rejoin, st.Diverged, st.Demoted = m.rejoined, diverged, m.demoted
-	if running == status.RolePrimary {
+	if running == contract.RolePrimary {
 		st.Synchronous = m.synchronousStatus(snap.Synchronous, st)
 	} else {
 		st.Synchronous, st.Replication = nil, nil
@@ -102,25 +102,25 @@ func (m *Manager) Status() status.Status {
 		// Not ready: a primary takes no real write (a table cannot grow), a standby cannot keep
 		// the WAL coming. Reads still work, through the pod IP.
 		st.Ready = false
-		st.Reason, st.Message = status.ReasonVolumeFull, m.volume.message(m.opts.DataVolume)
+		st.Reason, st.Message = contract.ReasonVolumeFull, m.volume.message(m.opts.DataVolume)
 		if m.errMsg != "" {
 			st.Message += "; last error: " + m.errMsg
 		}
 	case m.errReason != "":
 		st.Reason, st.Message = m.errReason, m.errMsg
 	case m.credsErr != nil:
-		st.Reason, st.Message = status.ReasonCredentialsInvalid, m.credsErr.Error()
-	case running == status.RoleStandby && !st.Streaming && m.upstream.err != nil && d.Reason == status.ReasonWaitingForReplay:
+		st.Reason, st.Message = contract.ReasonCredentialsInvalid, m.credsErr.Error()
+	case running == contract.RoleStandby && !st.Streaming && m.upstream.err != nil && d.Reason == contract.ReasonWaitingForReplay:
 		// The wait explains why it is not primary yet; the unreachable upstream, why it may last.
 		st.Message += "; not streaming: " + m.upstream.err.Error()
-	case running == status.RoleStandby && !st.Streaming && m.upstream.err != nil:
-		st.Reason, st.Message = status.ReasonPrimaryUnreachable, "not streaming: "+m.upstream.err.Error()
+	case running == contract.RoleStandby && !st.Streaming && m.upstream.err != nil:
+		st.Reason, st.Message = contract.ReasonPrimaryUnreachable, "not streaming: "+m.upstream.err.Error()
 	case st.Synchronous != nil && st.Synchronous.Waiting:
 		// Not ready: a client's commit does not return (the readiness write does not wait).
 		st.Ready = false
-		st.Reason, st.Message = status.ReasonWaitingForSynchronousStandbys, decide.SynchronousMessage(st.Synchronous)
+		st.Reason, st.Message = contract.ReasonWaitingForSynchronousStandbys, decide.SynchronousMessage(st.Synchronous)
 	case st.Synchronous != nil && st.Synchronous.Degraded:
-		st.Reason, st.Message = status.ReasonSynchronousDegraded, decide.SynchronousMessage(st.Synchronous)
+		st.Reason, st.Message = contract.ReasonSynchronousDegraded, decide.SynchronousMessage(st.Synchronous)
 	}
 	return st
 }
@@ -128,7 +128,7 @@ func (m *Manager) Status() status.Status {
 // synchronousStatus is a running primary's synchronous replication: what the pod asks, judged
 // against the standbys that stream, with the setting postgres really has in effect (st, as last
 // read). Nil when the pod asks for none and none is in effect.
-func (m *Manager) synchronousStatus(want decide.Synchronous, st status.Status) *status.Synchronous {
+func (m *Manager) synchronousStatus(want decide.Synchronous, st contract.Status) *contract.Synchronous {
 	inEffect := ""
 	if st.Synchronous != nil {
 		inEffect = st.Synchronous.StandbyNames
@@ -138,7 +138,7 @@ func (m *Manager) synchronousStatus(want decide.Synchronous, st status.Status) *
 		if inEffect == "" {
 			return nil
 		}
-		plan = &status.Synchronous{}
+		plan = &contract.Synchronous{}
 	}
 	plan.StandbyNames = inEffect
 	return plan
@@ -165,12 +165,12 @@ func (m *Manager) watchServer(ctx context.Context) {
 		m.volume = space
 		m.mu.Unlock()
 		running := m.running()
-		if running == status.RoleStopped {
+		if running == contract.RoleStopped {
 			if conn != nil {
 				_ = conn.Close(context.Background())
 				conn = nil
 			}
-			m.setServer(status.Status{}, running)
+			m.setServer(contract.Status{}, running)
 			continue
 		}
 		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -182,7 +182,7 @@ func (m *Manager) watchServer(ctx context.Context) {
 			if err != nil {
 				conn = nil
 				cancel()
-				m.setServer(status.Status{}, running)
+				m.setServer(contract.Status{}, running)
 				continue
 			}
 		}
@@ -197,27 +197,27 @@ func (m *Manager) watchServer(ctx context.Context) {
 	}
 }
 
-func (m *Manager) readServer(ctx context.Context, conn *pgx.Conn, running status.Role) (status.Status, error) {
+func (m *Manager) readServer(ctx context.Context, conn *pgx.Conn, running contract.Role) (contract.Status, error) {
 	srv, err := pgsql.ReadServer(ctx, conn)
 	if err != nil {
-		return status.Status{}, err
+		return contract.Status{}, err
 	}
-	st := status.Status{Timeline: srv.Timeline, ReceivedLSN: srv.ReceivedLSN, ReplayedLSN: srv.ReplayedLSN,
+	st := contract.Status{Timeline: srv.Timeline, ReceivedLSN: srv.ReceivedLSN, ReplayedLSN: srv.ReplayedLSN,
 		LagBytes: srv.LagBytes, Streaming: srv.Streaming, SystemIdentifier: srv.SystemIdentifier}
 	switch {
-	case running == status.RolePrimary && !srv.InRecovery:
+	case running == contract.RolePrimary && !srv.InRecovery:
 		st.Ready = pgsql.Write(ctx, conn) == nil
-		st.Synchronous = &status.Synchronous{StandbyNames: srv.SynchronousStandbyNames}
+		st.Synchronous = &contract.Synchronous{StandbyNames: srv.SynchronousStandbyNames}
 		for _, r := range srv.Replication {
-			st.Replication = append(st.Replication, status.Replica{Pod: r.ApplicationName, State: r.State, SyncState: r.SyncState, FlushLSN: r.FlushLSN})
+			st.Replication = append(st.Replication, contract.Replica{Pod: r.ApplicationName, State: r.State, SyncState: r.SyncState, FlushLSN: r.FlushLSN})
 		}
-	case running == status.RoleStandby && srv.InRecovery:
+	case running == contract.RoleStandby && srv.InRecovery:
 		st.Ready = srv.Streaming
 	}
 	return st, nil
 }
 
-func (m *Manager) setServer(st status.Status, as status.Role) {
+func (m *Manager) setServer(st contract.Status, as contract.Role) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.server, m.serverAs = st, as

@@ -6,8 +6,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/instance/pgsql"
-	"github.com/dbfleet/dbfleet/pkg/instance/status"
 )
 
 // upstreamCheckEvery is how often a standby that does not stream asks its primary endpoint why.
@@ -25,9 +25,9 @@ type upstreamCheck struct {
 // connects to the primary endpoint as the replication role every upstreamCheckEvery, so the
 // status can say why (connection refused, a timeout, a password refused) instead of only "not
 // streaming". Streaming clears it.
-func (m *Manager) checkUpstream(ctx context.Context, running status.Role, streaming bool) {
+func (m *Manager) checkUpstream(ctx context.Context, running contract.Role, streaming bool) {
 	endpoint := m.decisionEndpoint()
-	if running != status.RoleStandby || streaming || endpoint == "" {
+	if running != contract.RoleStandby || streaming || endpoint == "" {
 		m.setUpstream(upstreamCheck{})
 		return
 	}

@@ -1,11 +1,8 @@
 package scheduling
 
 import (
-	"fmt"
-	"strconv"
-	"strings"
-
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/placement"
 )
 
@@ -22,13 +19,8 @@ func Progress(shares map[string]*dbfleetv1alpha1.MemberDatabase) map[string]plac
 		var best placement.WALProgress
 		found := false
 		for _, in := range mdb.Status.Instances {
-			received, rerr := ParseLSN(in.ReceivedLSN)
-			replayed, perr := ParseLSN(in.ReplayedLSN)
-			if rerr != nil && perr != nil {
-				continue
-			}
-			p := placement.WALProgress{Received: max(received, replayed), Replayed: replayed}
-			if !found || p.Compare(best) > 0 {
+			p, ok := InstanceProgress(in)
+			if ok && (!found || p.Compare(best) > 0) {
 				best, found = p, true
 			}
 		}
@@ -43,19 +35,13 @@ func Progress(shares map[string]*dbfleetv1alpha1.MemberDatabase) map[string]plac
 	return out
 }
 
-// ParseLSN reads a PostgreSQL LSN, "X/Y" in hexadecimal, as a byte position.
-func ParseLSN(s string) (uint64, error) {
-	hi, lo, ok := strings.Cut(s, "/")
-	if !ok {
-		return 0, fmt.Errorf("LSN %q is not X/Y", s)
+// InstanceProgress is how far in the WAL one instance's report says it is; false when it reported
+// no WAL position (not running, or not read). A primary reports its current position as both.
+func InstanceProgress(in dbfleetv1alpha1.InstanceStatus) (placement.WALProgress, bool) {
+	received, rerr := contract.ParseLSN(in.ReceivedLSN)
+	replayed, perr := contract.ParseLSN(in.ReplayedLSN)
+	if rerr != nil && perr != nil {
+		return placement.WALProgress{}, false
 	}
-	h, err := strconv.ParseUint(hi, 16, 32)
-	if err != nil {
-		return 0, fmt.Errorf("LSN %q: %w", s, err)
-	}
-	l, err := strconv.ParseUint(lo, 16, 32)
-	if err != nil {
-		return 0, fmt.Errorf("LSN %q: %w", s, err)
-	}
-	return h<<32 | l, nil
+	return placement.WALProgress{Received: uint64(max(received, replayed)), Replayed: uint64(replayed)}, true
 }

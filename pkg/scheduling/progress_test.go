@@ -7,19 +7,6 @@ import (
 	"github.com/dbfleet/dbfleet/pkg/placement"
 )
 
-func TestParseLSN(t *testing.T) {
-	for in, want := range map[string]uint64{"0/0": 0, "0/3000148": 0x3000148, "1/0": 1 << 32, "A/FF": 10<<32 | 0xff} {
-		if got, err := ParseLSN(in); err != nil || got != want {
-			t.Errorf("ParseLSN(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "3000148", "x/1", "1/100000000"} {
-		if _, err := ParseLSN(bad); err == nil {
-			t.Errorf("ParseLSN(%q) accepted", bad)
-		}
-	}
-}
-
 func TestProgressIsTheShareFurthestInstance(t *testing.T) {
 	share := func(instances ...dbfleetv1alpha1.InstanceStatus) *dbfleetv1alpha1.MemberDatabase {
 		m := &dbfleetv1alpha1.MemberDatabase{}

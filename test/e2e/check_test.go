@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/agent/fence"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // What the tests read back: the hub's DatabaseCluster and MemberDatabases, and what each member
@@ -43,7 +43,7 @@ func (f *federation) share(ctx context.Context, member, ns, db string) (share, e
 	} else if found {
 		s.sts = sts
 	}
-	if found, err := get(ctx, c, client.ObjectKey{Namespace: ns, Name: fence.PrimaryLeaseName(db)}, lease); err != nil {
+	if found, err := get(ctx, c, client.ObjectKey{Namespace: ns, Name: contract.PrimaryLeaseName(db)}, lease); err != nil {
 		return s, err
 	} else if found {
 		s.lease = lease
@@ -92,7 +92,7 @@ func (s share) ready() int32 {
 func (s share) primaries() []string {
 	var out []string
 	for _, p := range s.pods {
-		if p.Labels[dbfleetv1alpha1.LabelRole] == string(dbfleetv1alpha1.RolePrimary) {
+		if p.Labels[contract.LabelRole] == contract.PodRolePrimary {
 			out = append(out, p.Name)
 		}
 	}
@@ -211,7 +211,7 @@ func (f *federation) shareConverged(ctx context.Context, d *dbfleetv1alpha1.Data
 	if got := s.primaries(); !slices.Equal(got, []string{want}) {
 		return fmt.Errorf("Pods labelled primary: %v, want [%s]", got, want)
 	}
-	if holder := fence.Holder(m, primary.Epoch); s.holder() != holder || !now.Before(s.leaseExpiry()) {
+	if holder := contract.Holder(m, primary.Epoch); s.holder() != holder || !now.Before(s.leaseExpiry()) {
 		return fmt.Errorf("primary Lease held by %q until %s, want %q unexpired", s.holder(), s.leaseExpiry().Format(time.StampMilli), holder)
 	}
 	return nil
@@ -230,7 +230,7 @@ func (f *federation) leftovers(ctx context.Context, m, ns, db string) ([]string,
 		{"Service", &corev1.Service{}, client.ObjectKey{Namespace: ns, Name: db}},
 		{"PodDisruptionBudget", &policyv1.PodDisruptionBudget{}, client.ObjectKey{Namespace: ns, Name: db + "-primary"}},
 		{"PodDisruptionBudget", &policyv1.PodDisruptionBudget{}, client.ObjectKey{Namespace: ns, Name: db + "-replica"}},
-		{"Lease", &coordinationv1.Lease{}, client.ObjectKey{Namespace: ns, Name: fence.PrimaryLeaseName(db)}},
+		{"Lease", &coordinationv1.Lease{}, client.ObjectKey{Namespace: ns, Name: contract.PrimaryLeaseName(db)}},
 	} {
 		found, err := get(ctx, c, o.key, o.obj)
 		if err != nil {

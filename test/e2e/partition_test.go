@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // TestPartitionedPrimary cuts the primary member's agent (central) off the hub while it keeps
@@ -45,7 +46,7 @@ func TestPartitionedPrimary(t *testing.T) {
 			return false, err
 		}
 		for _, p := range s.pods {
-			sw.mark("central fenced its primary Pod", p.Name == primaryPod && p.Labels[dbfleetv1alpha1.LabelRole] == string(dbfleetv1alpha1.RoleFenced))
+			sw.mark("central fenced its primary Pod", p.Name == primaryPod && p.Labels[contract.LabelRole] == contract.PodRoleFenced)
 		}
 		sw.mark("central's primary Lease expired", s.lease != nil && time.Now().After(s.leaseExpiry()))
 		mc := &dbfleetv1alpha1.MemberCluster{}
@@ -100,7 +101,7 @@ func watchPrimaries(t *testing.T, dbc *dbfleetv1alpha1.DatabaseCluster, cut, pri
 	w.watch = fed.watchDatabase(t, dbc, func(st fleetState) {
 		now := time.Now()
 		for _, p := range st.shares[cut].pods {
-			if w.fenced.IsZero() && p.Name == primaryPod && p.Labels[dbfleetv1alpha1.LabelRole] == string(dbfleetv1alpha1.RoleFenced) {
+			if w.fenced.IsZero() && p.Name == primaryPod && p.Labels[contract.LabelRole] == contract.PodRoleFenced {
 				w.fenced = now
 			}
 		}

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/agent/fence"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
@@ -69,7 +69,7 @@ func (f *federation) watchDatabase(t *testing.T, dbc *dbfleetv1alpha1.DatabaseCl
 			},
 			&coordinationv1.Lease{}: func(o client.Object, gone bool) {
 				switch l := o.(*coordinationv1.Lease); {
-				case l.Name != fence.PrimaryLeaseName(db):
+				case l.Name != contract.PrimaryLeaseName(db):
 				case gone:
 					delete(w.leases, m)
 				default:

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/agent/fence"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // check verifies that every database is Available and that its MemberDatabases are exactly its
@@ -341,7 +341,7 @@ func (b *bench) splitBrain() bool {
 	for _, a := range b.agents.all() {
 		a.member.Store.Each(&coordinationv1.Lease{}, func(obj client.Object) {
 			l := obj.(*coordinationv1.Lease)
-			if !strings.HasPrefix(l.Name, fence.PrimaryLeaseName("")) || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+			if !strings.HasPrefix(l.Name, contract.PrimaryLeaseName("")) || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
 				return
 			}
 			if l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second).Before(now) {

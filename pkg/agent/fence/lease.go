@@ -3,7 +3,6 @@ package fence
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -11,13 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
-
-// PrimaryLeaseName is the member-local Lease a database's primary may write under.
-func PrimaryLeaseName(db string) string { return "dbfleet-primary-" + db }
-
-// Holder is the Lease holder of a primary: "<cluster>/<epoch>".
-func Holder(cluster string, epoch int64) string { return fmt.Sprintf("%s/%d", cluster, epoch) }
 
 // RenewPrimaryLease makes the Lease name holder, valid from renewed for fenceAfter rounded down to
 // whole seconds. Callers pass the start of the last successful hub renewal as renewed, so the
@@ -27,7 +22,7 @@ func RenewPrimaryLease(ctx context.Context, member client.Client, namespace, db,
 	if fenceAfter < MinFenceAfter {
 		return fmt.Errorf("primary lease of %s: fenceAfter must be at least %s", fenceAfter, MinFenceAfter)
 	}
-	key := client.ObjectKey{Namespace: namespace, Name: PrimaryLeaseName(db)}
+	key := client.ObjectKey{Namespace: namespace, Name: contract.PrimaryLeaseName(db)}
 	lease := &coordinationv1.Lease{}
 	err := member.Get(ctx, key, lease)
 	renew := metav1.NewMicroTime(renewed)
@@ -66,16 +61,14 @@ func RenewPrimaryLease(ctx context.Context, member client.Client, namespace, db,
 // below epoch: a demoted primary must stop writing at once, not when the Lease runs out.
 func ReleasePrimaryLease(ctx context.Context, member client.Client, namespace, db, cluster string, epoch int64) error {
 	lease := &coordinationv1.Lease{}
-	if err := member.Get(ctx, client.ObjectKey{Namespace: namespace, Name: PrimaryLeaseName(db)}, lease); err != nil {
+	if err := member.Get(ctx, client.ObjectKey{Namespace: namespace, Name: contract.PrimaryLeaseName(db)}, lease); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == Holder(cluster, epoch) {
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == contract.Holder(cluster, epoch) {
 		return nil
 	}
-	var holderCluster string
-	var holderEpoch int64
-	if _, err := fmt.Sscanf(strings.Replace(*lease.Spec.HolderIdentity, "/", " ", 1), "%s %d", &holderCluster, &holderEpoch); err != nil ||
-		holderCluster != cluster || holderEpoch >= epoch {
+	holderCluster, holderEpoch, ok := contract.ParseHolder(*lease.Spec.HolderIdentity)
+	if !ok || holderCluster != cluster || holderEpoch >= epoch {
 		return nil
 	}
 	if err := member.Delete(ctx, lease, client.Preconditions{ResourceVersion: &lease.ResourceVersion}); client.IgnoreNotFound(err) != nil {

@@ -17,6 +17,7 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // passResult is what one full pass did to a share's objects in the member cluster.
@@ -241,14 +242,14 @@ func labelPods(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.M
 		if err != nil {
 			continue // not one of the StatefulSet's pods
 		}
-		if pod.Labels[dbfleetv1alpha1.LabelRole] == string(role) {
+		if pod.Labels[contract.LabelRole] == role {
 			continue
 		}
 		patched := pod.DeepCopy()
 		if patched.Labels == nil {
 			patched.Labels = map[string]string{}
 		}
-		patched.Labels[dbfleetv1alpha1.LabelRole] = string(role)
+		patched.Labels[contract.LabelRole] = role
 		if err := member.Patch(ctx, patched, client.MergeFrom(pod)); client.IgnoreNotFound(err) != nil {
 			return problems, fmt.Errorf("label pod %s: %w", pod.Name, err)
 		}

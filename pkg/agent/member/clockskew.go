@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dbfleet/dbfleet/pkg/instance/decide"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // An instance judges its primary Lease on its own clock and refuses a renewTime more than
-// decide.MaxClockSkew in its future, so an agent whose clock runs ahead of its pods' leaves its
+// contract.MaxClockSkew in its future, so an agent whose clock runs ahead of its pods' leaves its
 // primary fenced however often it renews (and one running behind makes the Lease run out early).
 // The agent cannot see that in the Lease; it sees it by comparing each instance's clock, which
 // /status carries, with its own at the moment of the answer. It reports the share's ClockSkew
@@ -33,9 +33,9 @@ func readClock(instanceTime string, sent, received time.Time) clockReading {
 	return clockReading{offset: t.Sub(sent.Add(half)), uncertainty: half, ok: true}
 }
 
-// skewed says the clocks certainly disagree by more than decide.MaxClockSkew.
+// skewed says the clocks certainly disagree by more than contract.MaxClockSkew.
 func (c clockReading) skewed() bool {
-	return c.ok && c.offset.Abs()-c.uncertainty > decide.MaxClockSkew
+	return c.ok && c.offset.Abs()-c.uncertainty > contract.MaxClockSkew
 }
 
 // shareClocks sums up a share's readings: measured is false when no instance's clock was read;
@@ -63,8 +63,8 @@ func shareClocks(reports []instanceReport) (measured, skewed bool, msg string) {
 	seen := fmt.Sprintf("the clock of instance %s is %s %s the agent's (±%s)", worst.Pod, c.offset.Abs().Round(time.Millisecond), direction,
 		c.uncertainty.Round(time.Millisecond))
 	if !c.skewed() {
-		return true, false, fmt.Sprintf("the instances' clocks agree with the agent's within %s: %s", decide.MaxClockSkew, seen)
+		return true, false, fmt.Sprintf("the instances' clocks agree with the agent's within %s: %s", contract.MaxClockSkew, seen)
 	}
 	return true, true, fmt.Sprintf("%s, more than the %s the primary Lease allows: a primary instance here refuses the Lease the agent renews "+
-		"(or sees it run out early), so the hub keeps the primary off this cluster until the clocks agree", seen, decide.MaxClockSkew)
+		"(or sees it run out early), so the hub keeps the primary off this cluster until the clocks agree", seen, contract.MaxClockSkew)
 }

@@ -9,16 +9,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dbfleet/dbfleet/pkg/instance/status"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // The agent compares each instance's clock, as its /status answer gives it, with its own: an
 // agent an hour ahead of its pods sees the share's clocks disagree (the condition the hub keeps
 // the primary off the cluster by); one a few hundred milliseconds off does not.
 func TestAgentSeesItsInstancesClocksDisagree(t *testing.T) {
+	// Both clocks stand still, so the offset is exact however long the request takes on a busy
+	// machine (read on the running clock, an hour came out as 59m59.996s ±4ms).
+	instanceNow := time.Now().UTC()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_ = json.NewEncoder(w).Encode(status.Status{Pod: "orders-0", Role: status.RolePrimary, Epoch: 1,
-			Time: time.Now().UTC().Format(time.RFC3339Nano)})
+		_ = json.NewEncoder(w).Encode(contract.Status{Pod: "orders-0", Role: contract.RolePrimary, Epoch: 1,
+			Time: instanceNow.Format(time.RFC3339Nano)})
 	}))
 	defer srv.Close()
 	for _, tc := range []struct {
@@ -32,7 +35,7 @@ func TestAgentSeesItsInstancesClocksDisagree(t *testing.T) {
 		{"agent 300ms ahead", 300 * time.Millisecond, false, []string{"agree with the agent's within 1s"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			agentClock := func() time.Time { return time.Now().Add(tc.offset) }
+			agentClock := func() time.Time { return instanceNow.Add(tc.offset) }
 			reports := readInstances(context.Background(), http.DefaultClient, agentClock, []instanceTarget{{pod: "orders-0", url: srv.URL + "/status"}})
 			measured, skewed, msg := shareClocks(reports)
 			if !measured || skewed != tc.skewed {

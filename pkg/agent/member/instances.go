@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // instanceStatusTimeout bounds one read of an instance's /status: a pod that does not answer
@@ -35,8 +36,7 @@ type instanceTarget struct {
 	pod, url, address string
 }
 
-// readInstance reads one instance's /status. The body is the instance manager's status JSON,
-// whose fields the InstanceStatus API type carries under the same names, and its epoch.
+// readInstance reads one instance's /status and the instance's clock against the agent's.
 func readInstance(ctx context.Context, c *http.Client, url string, now func() time.Time) (instanceReport, error) {
 	ctx, cancel := context.WithTimeout(ctx, instanceStatusTimeout)
 	defer cancel()
@@ -53,12 +53,11 @@ func readInstance(ctx context.Context, c *http.Client, url string, now func() ti
 	if resp.StatusCode != http.StatusOK {
 		return instanceReport{}, fmt.Errorf("read %s: HTTP %d", url, resp.StatusCode)
 	}
-	var st instanceReport
+	var st contract.Status
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxStatusBody)).Decode(&st); err != nil {
 		return instanceReport{}, fmt.Errorf("decode %s: %w", url, err)
 	}
-	st.clock = readClock(st.Time, sent, now())
-	return st, nil
+	return instanceReport{InstanceStatus: instanceStatus(st), clock: readClock(st.Time, sent, now())}, nil
 }
 
 // instanceReport is an instance's /status as the agent reads it: what it reports on the
@@ -66,9 +65,44 @@ func readInstance(ctx context.Context, c *http.Client, url string, now func() ti
 // clock.
 type instanceReport struct {
 	dbfleetv1alpha1.InstanceStatus
-	// Time is the instance's clock when it answered; clock compares it with the agent's.
-	Time  string       `json:"time"`
-	clock clockReading `json:"-"`
+	clock clockReading
+}
+
+// instanceStatus is what the MemberDatabase reports of an instance's /status, within the API's
+// limits: its messages truncated, the newest maxDiverged kept data directories.
+func instanceStatus(st contract.Status) dbfleetv1alpha1.InstanceStatus {
+	out := dbfleetv1alpha1.InstanceStatus{
+		Pod:           st.Pod,
+		Role:          dbfleetv1alpha1.InstanceRole(st.Role),
+		Epoch:         st.Epoch,
+		PromotedEpoch: st.PromotedEpoch,
+		Timeline:      st.Timeline,
+		ReceivedLSN:   st.ReceivedLSN,
+		ReplayedLSN:   st.ReplayedLSN,
+		LagBytes:      st.LagBytes,
+		Ready:         st.Ready,
+		Diverged:      st.Diverged,
+		Message:       truncateMessage(st.Message),
+	}
+	if len(out.Diverged) > maxDiverged {
+		out.Diverged = out.Diverged[len(out.Diverged)-maxDiverged:]
+	}
+	if s := st.Synchronous; s != nil {
+		out.Synchronous = &dbfleetv1alpha1.InstanceSynchronous{
+			Durability: dbfleetv1alpha1.DataDurability(s.Durability), Wanted: int32(s.Wanted), Number: int32(s.Number),
+			StandbyNames: s.StandbyNames, Standbys: s.Standbys, Synchronous: s.Synchronous, Waiting: s.Waiting, Degraded: s.Degraded,
+		}
+	}
+	for _, r := range st.Replication {
+		out.Replication = append(out.Replication, dbfleetv1alpha1.StandbyReplication{Pod: r.Pod, State: r.State, SyncState: r.SyncState, FlushLSN: r.FlushLSN})
+	}
+	if r := st.Rejoin; r != nil {
+		out.Rejoin = &dbfleetv1alpha1.InstanceRejoin{Epoch: r.Epoch, Method: r.Method, DivergedData: r.DivergedData, Message: truncateMessage(r.Message)}
+	}
+	if d := st.Demoted; d != nil {
+		out.Demoted = &dbfleetv1alpha1.InstanceDemotion{Epoch: d.Epoch, FinalLSN: d.FinalLSN, Timeline: d.Timeline, Message: truncateMessage(d.Message)}
+	}
+	return out
 }
 
 // highestFencedEpoch is the highest epoch at which one of the reports says the instance ran as
@@ -114,16 +148,6 @@ func readInstances(ctx context.Context, c *http.Client, now func() time.Time, ta
 			}
 			st.Pod = t.pod // the pod the agent asked, whatever the answer says
 			st.Address = t.address
-			st.Message = truncateMessage(st.Message)
-			if st.Rejoin != nil {
-				st.Rejoin.Message = truncateMessage(st.Rejoin.Message)
-			}
-			if st.Demoted != nil {
-				st.Demoted.Message = truncateMessage(st.Demoted.Message)
-			}
-			if len(st.Diverged) > maxDiverged {
-				st.Diverged = st.Diverged[len(st.Diverged)-maxDiverged:]
-			}
 			out[i] = st
 		}()
 	}
@@ -145,9 +169,9 @@ func truncateMessage(s string) string {
 func instanceRoleLabel(st dbfleetv1alpha1.InstanceStatus) string {
 	switch st.Role {
 	case dbfleetv1alpha1.InstanceRunningPrimary:
-		return dbfleetv1alpha1.InstanceRolePrimary
+		return contract.InstanceRolePrimary
 	case dbfleetv1alpha1.InstanceRunningStandby:
-		return dbfleetv1alpha1.InstanceRoleStandby
+		return contract.InstanceRoleStandby
 	}
 	return ""
 }
@@ -236,7 +260,7 @@ func instanceTargets(mdb *dbfleetv1alpha1.MemberDatabase, pods []corev1.Pod) []i
 		}
 		t := instanceTarget{pod: pod.Name}
 		if port := statusPort(pod); port != 0 && pod.Status.PodIP != "" {
-			t.url = "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(port))) + "/status"
+			t.url = "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(port))) + contract.Path
 			t.address = net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(engines[mdb.Spec.Database.Engine].port)))
 		}
 		targets = append(targets, t)
@@ -279,17 +303,17 @@ func (r *Reconciler) observeInstances(ctx context.Context, member client.Client,
 			continue
 		}
 		want := instanceRoleLabel(in.InstanceStatus)
-		if pod.Labels[dbfleetv1alpha1.LabelInstanceRole] == want {
+		if pod.Labels[contract.LabelInstanceRole] == want {
 			continue
 		}
 		patched := pod.DeepCopy()
 		if want == "" {
-			delete(patched.Labels, dbfleetv1alpha1.LabelInstanceRole)
+			delete(patched.Labels, contract.LabelInstanceRole)
 		} else {
 			if patched.Labels == nil {
 				patched.Labels = map[string]string{}
 			}
-			patched.Labels[dbfleetv1alpha1.LabelInstanceRole] = want
+			patched.Labels[contract.LabelInstanceRole] = want
 		}
 		if err := member.Patch(ctx, patched, client.MergeFrom(pod)); client.IgnoreNotFound(err) != nil {
 			return instances, fmt.Errorf("label pod %s with its instance role: %w", pod.Name, err)

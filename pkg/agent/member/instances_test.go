@@ -14,8 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/instance/observe"
-	"github.com/dbfleet/dbfleet/pkg/instance/status"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 func TestReadInstancesFromStatusEndpoints(t *testing.T) {
@@ -133,8 +132,8 @@ func TestInstancesAvailable(t *testing.T) {
 // A former primary's final LSN travels from the instance's /status, as the instance manager
 // encodes it, into status.instances[].demoted, where the hub reads it for a switchover.
 func TestDemotionReachesTheReport(t *testing.T) {
-	body, err := json.Marshal(status.Status{Pod: "orders-0", Role: status.RoleFenced, Epoch: 4, PromotedEpoch: 3,
-		Demoted: &status.Demotion{Epoch: 3, FinalLSN: "0/30199A8", Timeline: 2}})
+	body, err := json.Marshal(contract.Status{Pod: "orders-0", Role: contract.RoleFenced, Epoch: 4, PromotedEpoch: 3,
+		Demoted: &contract.Demotion{Epoch: 3, FinalLSN: "0/30199A8", Timeline: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,13 +160,13 @@ func TestPromotionTokenArrivesWithTheEpoch(t *testing.T) {
 		t.Fatalf("annotations for %d pods, want 2: %v", len(want), want)
 	}
 	for pod, a := range want {
-		if a[observe.AnnotationEpoch] != "3" || a[observe.AnnotationPromoteAfterLSN] != "0/30199A8" {
+		if a[contract.AnnotationEpoch] != "3" || a[contract.AnnotationPromoteAfterLSN] != "0/30199A8" {
 			t.Errorf("%s: %v, want epoch 3 with promote-after LSN 0/30199A8", pod, a)
 		}
 	}
 	mdb.Spec.PromoteAfterLSN = ""
 	for pod, a := range desiredInstanceAnnotations(mdb, pods) {
-		if v, ok := a[observe.AnnotationPromoteAfterLSN]; !ok || v != "" {
+		if v, ok := a[contract.AnnotationPromoteAfterLSN]; !ok || v != "" {
 			t.Errorf("%s: promote-after LSN %q (set: %v), want it cleared", pod, v, ok)
 		}
 	}
@@ -203,5 +202,38 @@ func TestHandingOver(t *testing.T) {
 		if got := handingOver(tc.share, tc.instances); got != tc.want {
 			t.Errorf("%s: handing over %t, want %t", tc.name, got, tc.want)
 		}
+	}
+}
+
+// Every field the MemberDatabase carries of an instance comes from its /status answer (all but
+// Address, which the agent reads off the Pod): a field added to the API and not to the conversion
+// fails here.
+func TestInstanceStatusCarriesEveryReportedField(t *testing.T) {
+	st := contract.Status{Pod: "orders-0", Role: contract.RolePrimary, Epoch: 4, PromotedEpoch: 4, Timeline: 3,
+		ReceivedLSN: "0/3000148", ReplayedLSN: "0/3000148", LagBytes: 1, Ready: true,
+		Synchronous: &contract.Synchronous{Durability: contract.DurabilityRequired, Wanted: 1, Number: 1, StandbyNames: "ANY 1 (orders-5)",
+			Standbys: []string{"orders-5"}, Synchronous: []string{"orders-5"}, Waiting: true, Degraded: true},
+		Replication: []contract.Replica{{Pod: "orders-5", State: "streaming", SyncState: "quorum", FlushLSN: "0/3000148"}},
+		Rejoin:      &contract.Rejoin{Epoch: 4, Method: contract.RejoinRecloned, DivergedData: "/data/pgdata.diverged-3", Message: "rewind failed"},
+		Diverged:    []string{"/data/pgdata.diverged-3"},
+		Demoted:     &contract.Demotion{Epoch: 3, FinalLSN: "0/30199A8", Timeline: 2, Message: "clean"},
+		Message:     "all well"}
+	got := instanceStatus(st)
+	v := reflect.ValueOf(got)
+	for i := range v.NumField() {
+		if name := v.Type().Field(i).Name; name != "Address" && v.Field(i).IsZero() {
+			t.Errorf("InstanceStatus.%s is not carried from /status", name)
+		}
+	}
+	for _, nested := range []any{*got.Synchronous, got.Replication[0], *got.Rejoin, *got.Demoted} {
+		nv := reflect.ValueOf(nested)
+		for i := range nv.NumField() {
+			if nv.Field(i).IsZero() {
+				t.Errorf("%s.%s is not carried from /status", nv.Type().Name(), nv.Type().Field(i).Name)
+			}
+		}
+	}
+	if got.Role != dbfleetv1alpha1.InstanceRunningPrimary || got.Synchronous.Durability != dbfleetv1alpha1.DataDurability(contract.DurabilityRequired) {
+		t.Errorf("role %q, durability %q", got.Role, got.Synchronous.Durability)
 	}
 }

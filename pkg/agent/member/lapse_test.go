@@ -10,7 +10,7 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
-	"github.com/dbfleet/dbfleet/pkg/instance/decide"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // The agent judges a primary Lease it cannot renew lapsed only from renewals it tried itself at
@@ -34,7 +34,7 @@ func TestJudgeLeaseLapse(t *testing.T) {
 	}
 	renewed := start.Add(10 * time.Second)
 	r.leaseTried.Store(key, leaseTry{epoch: 3, renewed: renewed})
-	lapse := renewed.Add(8*time.Second + decide.MaxClockSkew) // the Lease lasts whole seconds, rounded down
+	lapse := renewed.Add(8*time.Second + contract.MaxClockSkew) // the Lease lasts whole seconds, rounded down
 	if lapsed, wait := r.judgeLeaseLapse(ctx, key, mdb, refused, lapse.Add(-time.Millisecond)); lapsed || wait != time.Millisecond {
 		t.Errorf("just before the lapse: lapsed %t, wait %s; want not yet, 1ms", lapsed, wait)
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // Labels the agent sets on what it creates in a member cluster.
@@ -187,9 +188,9 @@ func ReplicaPDBName(db string) string { return db + "-replica" }
 // DesiredPDBs are the budgets of a share: voluntary disruptions never take the primary pod (only
 // the primary cluster's share gets that budget), and take replicas one at a time.
 func DesiredPDBs(mdb *dbfleetv1alpha1.MemberDatabase) []*policyv1.PodDisruptionBudget {
-	pdb := func(name string, role dbfleetv1alpha1.ReplicaRole, spec policyv1.PodDisruptionBudgetSpec) *policyv1.PodDisruptionBudget {
+	pdb := func(name, role string, spec policyv1.PodDisruptionBudgetSpec) *policyv1.PodDisruptionBudget {
 		sel := selectorLabels(mdb)
-		sel[dbfleetv1alpha1.LabelRole] = string(role)
+		sel[contract.LabelRole] = role
 		spec.Selector = &metav1.LabelSelector{MatchLabels: sel}
 		return &policyv1.PodDisruptionBudget{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
@@ -198,11 +199,11 @@ func DesiredPDBs(mdb *dbfleetv1alpha1.MemberDatabase) []*policyv1.PodDisruptionB
 		}
 	}
 	pdbs := []*policyv1.PodDisruptionBudget{
-		pdb(ReplicaPDBName(mdb.Spec.DatabaseRef.Name), dbfleetv1alpha1.RoleReplica,
+		pdb(ReplicaPDBName(mdb.Spec.DatabaseRef.Name), contract.PodRoleReplica,
 			policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}),
 	}
 	if mdb.Spec.Role == dbfleetv1alpha1.RolePrimary {
-		pdbs = append(pdbs, pdb(PrimaryPDBName(mdb.Spec.DatabaseRef.Name), dbfleetv1alpha1.RolePrimary,
+		pdbs = append(pdbs, pdb(PrimaryPDBName(mdb.Spec.DatabaseRef.Name), contract.PodRolePrimary,
 			policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1))}))
 	}
 	return pdbs
@@ -218,32 +219,20 @@ func PrimaryOrdinal(mdb *dbfleetv1alpha1.MemberDatabase) int32 {
 	return mdb.Spec.Ordinals.Start
 }
 
-// PodRole is the role label a pod of the share should carry: the pod at PrimaryOrdinal is the
-// primary when the share holds the primary (fenced when the agent fenced it); every other pod is
-// a replica. The PDBs and the client Services select on this label, and the instance manager
+// PodRole is the role label (contract.LabelRole) a pod of the share should carry: the pod at
+// PrimaryOrdinal is the primary when the share holds the primary (fenced when the agent fenced
+// it); every other pod is a replica. The PDBs and the client Services select on this label, and the instance manager
 // reads it to know whether its pod is the primary.
-func PodRole(mdb *dbfleetv1alpha1.MemberDatabase, podName string, fenced bool) (dbfleetv1alpha1.ReplicaRole, error) {
-	ordinal, err := podOrdinal(mdb.Spec.DatabaseRef.Name, podName)
-	if err != nil {
-		return "", err
+func PodRole(mdb *dbfleetv1alpha1.MemberDatabase, podName string, fenced bool) (string, error) {
+	ordinal, ok := contract.PodOrdinal(mdb.Spec.DatabaseRef.Name, podName)
+	if !ok {
+		return "", fmt.Errorf("pod %s is not one of StatefulSet %s's pods (<name>-<ordinal>)", podName, mdb.Spec.DatabaseRef.Name)
 	}
 	if mdb.Spec.Role == dbfleetv1alpha1.RolePrimary && ordinal == PrimaryOrdinal(mdb) {
 		if fenced {
-			return dbfleetv1alpha1.RoleFenced, nil
+			return contract.PodRoleFenced, nil
 		}
-		return dbfleetv1alpha1.RolePrimary, nil
+		return contract.PodRolePrimary, nil
 	}
-	return dbfleetv1alpha1.RoleReplica, nil
-}
-
-func podOrdinal(sts, pod string) (int32, error) {
-	prefix := sts + "-"
-	if len(pod) <= len(prefix) || pod[:len(prefix)] != prefix {
-		return 0, fmt.Errorf("pod %s does not belong to StatefulSet %s", pod, sts)
-	}
-	n, err := strconv.ParseInt(pod[len(prefix):], 10, 32)
-	if err != nil {
-		return 0, fmt.Errorf("pod %s has no ordinal: %w", pod, err)
-	}
-	return int32(n), nil
+	return contract.PodRoleReplica, nil
 }

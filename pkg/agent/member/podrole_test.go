@@ -6,6 +6,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // The primary pod is the one spec.primaryOrdinal names, the lowest ordinal without it, and only
@@ -16,16 +17,16 @@ func TestPodRole(t *testing.T) {
 		role    dbfleetv1alpha1.ReplicaRole
 		primary *int32
 		fenced  bool
-		want    map[string]dbfleetv1alpha1.ReplicaRole
+		want    map[string]string
 	}{
 		{name: "without primaryOrdinal, the lowest ordinal", role: dbfleetv1alpha1.RolePrimary,
-			want: map[string]dbfleetv1alpha1.ReplicaRole{"db-10": dbfleetv1alpha1.RolePrimary, "db-11": dbfleetv1alpha1.RoleReplica}},
+			want: map[string]string{"db-10": contract.PodRolePrimary, "db-11": contract.PodRoleReplica}},
 		{name: "the ordinal named", role: dbfleetv1alpha1.RolePrimary, primary: ptr.To[int32](11),
-			want: map[string]dbfleetv1alpha1.ReplicaRole{"db-10": dbfleetv1alpha1.RoleReplica, "db-11": dbfleetv1alpha1.RolePrimary}},
+			want: map[string]string{"db-10": contract.PodRoleReplica, "db-11": contract.PodRolePrimary}},
 		{name: "the ordinal named, fenced", role: dbfleetv1alpha1.RolePrimary, primary: ptr.To[int32](11), fenced: true,
-			want: map[string]dbfleetv1alpha1.ReplicaRole{"db-10": dbfleetv1alpha1.RoleReplica, "db-11": dbfleetv1alpha1.RoleFenced}},
+			want: map[string]string{"db-10": contract.PodRoleReplica, "db-11": contract.PodRoleFenced}},
 		{name: "a replica share has no primary", role: dbfleetv1alpha1.RoleReplica,
-			want: map[string]dbfleetv1alpha1.ReplicaRole{"db-10": dbfleetv1alpha1.RoleReplica, "db-11": dbfleetv1alpha1.RoleReplica}},
+			want: map[string]string{"db-10": contract.PodRoleReplica, "db-11": contract.PodRoleReplica}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mdb := &dbfleetv1alpha1.MemberDatabase{Spec: dbfleetv1alpha1.MemberDatabaseSpec{

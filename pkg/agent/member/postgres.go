@@ -19,10 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/agent/fence"
-	"github.com/dbfleet/dbfleet/pkg/instance"
-	"github.com/dbfleet/dbfleet/pkg/instance/observe"
-	"github.com/dbfleet/dbfleet/pkg/instance/status"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // ReadWriteServiceName and ReadOnlyServiceName name a postgres database's client Services in a
@@ -40,11 +37,11 @@ func InstanceServiceAccountName(db string) string { return db + "-instance" }
 // runs, so that <db>-rw never sends a write to a pod that is not a writable primary.
 func DesiredRoleServices(mdb *dbfleetv1alpha1.MemberDatabase, instanceManaged bool) []*corev1.Service {
 	port := engines[mdb.Spec.Database.Engine].port
-	svc := func(name string, role dbfleetv1alpha1.ReplicaRole, instanceRole string) *corev1.Service {
+	svc := func(name, role, instanceRole string) *corev1.Service {
 		sel := selectorLabels(mdb)
-		sel[dbfleetv1alpha1.LabelRole] = string(role)
+		sel[contract.LabelRole] = role
 		if instanceManaged {
-			sel[dbfleetv1alpha1.LabelInstanceRole] = instanceRole
+			sel[contract.LabelInstanceRole] = instanceRole
 		}
 		return &corev1.Service{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
@@ -58,8 +55,8 @@ func DesiredRoleServices(mdb *dbfleetv1alpha1.MemberDatabase, instanceManaged bo
 	}
 	db := mdb.Spec.DatabaseRef.Name
 	return []*corev1.Service{
-		svc(ReadWriteServiceName(db), dbfleetv1alpha1.RolePrimary, dbfleetv1alpha1.InstanceRolePrimary),
-		svc(ReadOnlyServiceName(db), dbfleetv1alpha1.RoleReplica, dbfleetv1alpha1.InstanceRoleStandby),
+		svc(ReadWriteServiceName(db), contract.PodRolePrimary, contract.InstanceRolePrimary),
+		svc(ReadOnlyServiceName(db), contract.PodRoleReplica, contract.InstanceRoleStandby),
 	}
 }
 
@@ -80,7 +77,7 @@ func DesiredInstanceRBAC(mdb *dbfleetv1alpha1.MemberDatabase) (*corev1.ServiceAc
 		ObjectMeta: meta(),
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
-				ResourceNames: []string{fence.PrimaryLeaseName(db)}, Verbs: []string{"get", "watch"}},
+				ResourceNames: []string{contract.PrimaryLeaseName(db)}, Verbs: []string{"get", "watch"}},
 		},
 	}
 	// Empty resourceNames would mean every pod: a drained share gets no pod rule at all.
@@ -158,21 +155,21 @@ func withInstanceManager(sts *appsv1.StatefulSet, mdb *dbfleetv1alpha1.MemberDat
 	c.Args = nil
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: instanceBinVolume, MountPath: instanceBinDir, ReadOnly: true})
 	secretDirEnv := map[string]string{
-		dbfleetv1alpha1.CredentialsSuperuser:   instance.EnvSuperuserSecretDir,
-		dbfleetv1alpha1.CredentialsReplication: instance.EnvReplicationSecretDir,
-		dbfleetv1alpha1.CredentialsApp:         instance.EnvAppSecretDir,
+		dbfleetv1alpha1.CredentialsSuperuser:   contract.EnvSuperuserSecretDir,
+		dbfleetv1alpha1.CredentialsReplication: contract.EnvReplicationSecretDir,
+		dbfleetv1alpha1.CredentialsApp:         contract.EnvAppSecretDir,
 	}
 	field := func(path string) *corev1.EnvVarSource {
 		return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path}}
 	}
 	env := []corev1.EnvVar{
-		{Name: instance.EnvPodName, ValueFrom: field("metadata.name")},
-		{Name: instance.EnvNamespace, ValueFrom: field("metadata.namespace")},
-		{Name: instance.EnvCluster, Value: cluster},
-		{Name: instance.EnvDatabase, Value: db},
-		{Name: instance.EnvDataVolume, Value: engines[dbfleetv1alpha1.EnginePostgres].dataDir},
-		{Name: instance.EnvHTTPPort, Value: strconv.Itoa(status.Port)},
-		{Name: instance.EnvPostgresPort, Value: strconv.Itoa(int(engines[dbfleetv1alpha1.EnginePostgres].port))},
+		{Name: contract.EnvPodName, ValueFrom: field("metadata.name")},
+		{Name: contract.EnvNamespace, ValueFrom: field("metadata.namespace")},
+		{Name: contract.EnvCluster, Value: cluster},
+		{Name: contract.EnvDatabase, Value: db},
+		{Name: contract.EnvDataVolume, Value: engines[dbfleetv1alpha1.EnginePostgres].dataDir},
+		{Name: contract.EnvHTTPPort, Value: strconv.Itoa(contract.Port)},
+		{Name: contract.EnvPostgresPort, Value: strconv.Itoa(int(engines[dbfleetv1alpha1.EnginePostgres].port))},
 	}
 	for _, kind := range dbfleetv1alpha1.CredentialKinds {
 		name := "credentials-" + kind
@@ -184,9 +181,9 @@ func withInstanceManager(sts *appsv1.StatefulSet, mdb *dbfleetv1alpha1.MemberDat
 	}
 	// The user's environment comes last, so it may override (a bin dir, say), never replace ours.
 	c.Env = append(env, c.Env...)
-	c.Ports = append(c.Ports, corev1.ContainerPort{Name: StatusPortName, ContainerPort: status.Port})
+	c.Ports = append(c.Ports, corev1.ContainerPort{Name: StatusPortName, ContainerPort: contract.Port})
 	c.ReadinessProbe = &corev1.Probe{
-		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: status.ReadyPath, Port: intstr.FromString(StatusPortName)}},
+		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: contract.ReadyPath, Port: intstr.FromString(StatusPortName)}},
 		PeriodSeconds: 2, FailureThreshold: 3, TimeoutSeconds: 3,
 	}
 	// A restart is the worst answer to a busy node: it kills an initdb, a pg_basebackup or a
@@ -195,7 +192,7 @@ func withInstanceManager(sts *appsv1.StatefulSet, mdb *dbfleetv1alpha1.MemberDat
 	// and none ever Ready. /healthz answers as soon as the manager runs, so it only has to answer
 	// within 5 s, once in a minute.
 	c.LivenessProbe = &corev1.Probe{
-		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: status.HealthPath, Port: intstr.FromString(StatusPortName)}},
+		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: contract.HealthPath, Port: intstr.FromString(StatusPortName)}},
 		PeriodSeconds: 10, FailureThreshold: 6, TimeoutSeconds: 5,
 	}
 }
@@ -237,13 +234,13 @@ func desiredInstanceAnnotations(mdb *dbfleetv1alpha1.MemberDatabase, pods []core
 		}
 		// Every pod, not only the primary: the epoch, durability and standbys arrive in one
 		// patch, so no pod is ever primary at an epoch without them.
-		out[pod.Name] = map[string]string{observe.AnnotationEpoch: strconv.FormatInt(mdb.Spec.Epoch, 10),
-			observe.AnnotationSynchronous:         observe.FormatSynchronous(durability, number),
-			observe.AnnotationSynchronousStandbys: strings.Join(remote, ","),
+		out[pod.Name] = map[string]string{contract.AnnotationEpoch: strconv.FormatInt(mdb.Spec.Epoch, 10),
+			contract.AnnotationSynchronous:         contract.FormatSynchronous(durability, number),
+			contract.AnnotationSynchronousStandbys: strings.Join(remote, ","),
 			// With the epoch, never after it: a pod primary at the new epoch without its
 			// promotion token would promote at once, before it has the old primary's last WAL.
-			observe.AnnotationPromoteAfterLSN: mdb.Spec.PromoteAfterLSN}
-		if role == dbfleetv1alpha1.RolePrimary {
+			contract.AnnotationPromoteAfterLSN: mdb.Spec.PromoteAfterLSN}
+		if role == contract.PodRolePrimary {
 			primary = pod
 		} else {
 			standbys = append(standbys, pod.Name)
@@ -252,7 +249,7 @@ func desiredInstanceAnnotations(mdb *dbfleetv1alpha1.MemberDatabase, pods []core
 	if primary == nil {
 		if mdb.Spec.PrimaryEndpoint != "" {
 			for _, name := range standbys {
-				out[name][observe.AnnotationPrimaryEndpoint] = mdb.Spec.PrimaryEndpoint
+				out[name][contract.AnnotationPrimaryEndpoint] = mdb.Spec.PrimaryEndpoint
 			}
 		}
 		return out
@@ -264,12 +261,12 @@ func desiredInstanceAnnotations(mdb *dbfleetv1alpha1.MemberDatabase, pods []core
 		}
 	}
 	sort.Strings(standbys)
-	out[primary.Name][observe.AnnotationStandbys] = strings.Join(standbys, ",")
+	out[primary.Name][contract.AnnotationStandbys] = strings.Join(standbys, ",")
 	standbys = local
 	if primary.Status.PodIP != "" {
 		endpoint := net.JoinHostPort(primary.Status.PodIP, strconv.Itoa(int(engines[dbfleetv1alpha1.EnginePostgres].port)))
 		for _, name := range standbys {
-			out[name][observe.AnnotationPrimaryEndpoint] = endpoint
+			out[name][contract.AnnotationPrimaryEndpoint] = endpoint
 		}
 	}
 	return out
@@ -315,7 +312,7 @@ func annotateInstancePods(ctx context.Context, member client.Client, mdb *dbflee
 func sharePodNames(mdb *dbfleetv1alpha1.MemberDatabase) []string {
 	names := make([]string, 0, mdb.Spec.Replicas)
 	for i := range mdb.Spec.Replicas {
-		names = append(names, fmt.Sprintf("%s-%d", mdb.Spec.DatabaseRef.Name, mdb.Spec.Ordinals.Start+i))
+		names = append(names, contract.PodName(mdb.Spec.DatabaseRef.Name, mdb.Spec.Ordinals.Start+i))
 	}
 	return names
 }

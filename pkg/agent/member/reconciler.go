@@ -29,7 +29,7 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
-	"github.com/dbfleet/dbfleet/pkg/instance/decide"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // FieldOwner is the server-side apply field manager of everything the agent writes.
@@ -375,11 +375,11 @@ func (r *Reconciler) nextLook(livePrimary bool) time.Duration {
 }
 
 // leaseInHand is how much of the primary Lease nextLook keeps left when it rewrites it, at least:
-// the instance manager stops writes decide.FenceSafety before the Lease ends, starts its fast
+// the instance manager stops writes contract.FenceSafety before the Lease ends, starts its fast
 // shutdown a moment before that, and reads the Lease every second or so, and a busy member API
 // server can take a second or two. A third of a short fenceAfter (2.7 s of 8 s) was less than
 // that, and healthy primaries on real nodes fenced themselves.
-const leaseInHand = decide.FenceSafety + 3*time.Second
+const leaseInHand = contract.FenceSafety + 3*time.Second
 
 // lookAfter is nextLook's arithmetic: until is the time left to the fence deadline, renewEvery
 // the heartbeat interval (0 when unknown). The Lease is rewritten when keep is left of it: a
@@ -406,7 +406,7 @@ func (r *Reconciler) renewPrimaryLease(ctx context.Context, member client.Client
 		return nil
 	}
 	err := fence.RenewPrimaryLease(ctx, member, mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name,
-		fence.Holder(cluster, mdb.Spec.Epoch), renewed, r.Guard.FenceAfter(), objectLabels(mdb))
+		contract.Holder(cluster, mdb.Spec.Epoch), renewed, r.Guard.FenceAfter(), objectLabels(mdb))
 	// Recorded unless the write certainly never reached the API server (connection refused): a
 	// write that failed otherwise (a timeout) may have landed, and the Lease may say renewed.
 	if !utilnet.IsConnectionRefused(err) {
@@ -512,7 +512,7 @@ func (r *Reconciler) primaryLeaseLapse(passKey string, epoch int64) (lapse time.
 	if !found || v.(leaseTry).epoch != epoch {
 		return time.Time{}, false
 	}
-	return v.(leaseTry).renewed.Add(time.Duration(fence.SecondsDown(r.Guard.FenceAfter()))*time.Second + decide.MaxClockSkew), true
+	return v.(leaseTry).renewed.Add(time.Duration(fence.SecondsDown(r.Guard.FenceAfter()))*time.Second + contract.MaxClockSkew), true
 }
 
 // judgeLeaseLapse runs after a live primary share's pass whose primary Lease renewal failed (the

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dbfleet/dbfleet/pkg/instance/decide"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 func TestLookAfterKeepsAThirdOfTheLeaseInHand(t *testing.T) {
@@ -28,7 +28,7 @@ func TestLookAfterKeepsAThirdOfTheLeaseInHand(t *testing.T) {
 }
 
 // With the heartbeat known, the Lease is rewritten as soon as a fresher renewal can exist, so the
-// instance manager (which fences decide.FenceSafety before the end) always sees most of it left:
+// instance manager (which fences contract.FenceSafety before the end) always sees most of it left:
 // at the defaults one heartbeat after the carried renewal, and with a short fenceAfter never a
 // third of it (2.7 s of 8 s, which fenced healthy primaries on real nodes).
 func TestLookAfterCarriesEachRenewalWithinAHeartbeat(t *testing.T) {
@@ -46,8 +46,8 @@ func TestLookAfterCarriesEachRenewalWithinAHeartbeat(t *testing.T) {
 			if got != tc.want {
 				t.Errorf("lookAfter(%s, %s, %s) = %s, want %s", tc.fenceAfter, tc.fenceAfter, tc.renewEvery, got, tc.want)
 			}
-			if left := tc.fenceAfter - got; tc.fenceAfter >= 8*time.Second && left < decide.FenceSafety+3*time.Second {
-				t.Errorf("the Lease is rewritten with %s left: the instance manager fences at %s left", left, decide.FenceSafety)
+			if left := tc.fenceAfter - got; tc.fenceAfter >= 8*time.Second && left < contract.FenceSafety+3*time.Second {
+				t.Errorf("the Lease is rewritten with %s left: the instance manager fences at %s left", left, contract.FenceSafety)
 			}
 		})
 	}

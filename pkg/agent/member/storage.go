@@ -3,7 +3,6 @@ package member
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // dataClaim is the name of the StatefulSet's volume claim template; the claim of pod <db>-<n> is
@@ -162,14 +162,15 @@ func classRefusesExpansion(ctx context.Context, live client.Reader, name string)
 	return "", nil
 }
 
-// isDataClaim says whether a claim is the data volume of one of the StatefulSet's pods.
+// isDataClaim says whether a claim is the data volume of one of the StatefulSet's pods: the
+// StatefulSet names it "<template>-<pod>".
 func isDataClaim(sts, claim string) bool {
-	ordinal, ok := strings.CutPrefix(claim, dataClaim+"-"+sts+"-")
+	pod, ok := strings.CutPrefix(claim, dataClaim+"-")
 	if !ok {
 		return false
 	}
-	_, err := strconv.ParseInt(ordinal, 10, 32)
-	return err == nil
+	_, ok = contract.PodOrdinal(sts, pod)
+	return ok
 }
 
 // replaceStatefulSet deletes the StatefulSet so that it can be created again with a larger claim

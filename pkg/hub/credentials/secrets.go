@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // passwordLength is long enough for 190 bits from an alphabet that needs no escaping in a URI
@@ -66,9 +67,9 @@ func defaultDBName(kind string) string {
 // requiredKeys are what a credentials Secret must hold, the user's too; uri is derived
 // information, so a user's Secret may leave it out.
 func requiredKeys(kind string) []string {
-	keys := []string{dbfleetv1alpha1.SecretKeyUsername, dbfleetv1alpha1.SecretKeyPassword}
+	keys := []string{contract.SecretKeyUsername, contract.SecretKeyPassword}
 	if kind == dbfleetv1alpha1.CredentialsApp {
-		keys = append(keys, dbfleetv1alpha1.SecretKeyDBName)
+		keys = append(keys, contract.SecretKeyDBName)
 	}
 	return keys
 }
@@ -123,10 +124,10 @@ func newSecret(dbc *dbfleetv1alpha1.DatabaseCluster, kind string) (*corev1.Secre
 		},
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{
-			dbfleetv1alpha1.SecretKeyUsername: []byte(username),
-			dbfleetv1alpha1.SecretKeyPassword: []byte(password),
-			dbfleetv1alpha1.SecretKeyDBName:   []byte(dbname),
-			dbfleetv1alpha1.SecretKeyURI:      []byte(connectionURI(dbc.Name, username, password, dbname)),
+			contract.SecretKeyUsername: []byte(username),
+			contract.SecretKeyPassword: []byte(password),
+			contract.SecretKeyDBName:   []byte(dbname),
+			contract.SecretKeyURI:      []byte(connectionURI(dbc.Name, username, password, dbname)),
 		},
 	}, nil
 }
@@ -136,13 +137,13 @@ func newSecret(dbc *dbfleetv1alpha1.DatabaseCluster, kind string) (*corev1.Secre
 // when the user's Secret left them out.
 func carriedSecret(dbc *dbfleetv1alpha1.DatabaseCluster, kind string, source *corev1.Secret, mdb *dbfleetv1alpha1.MemberDatabase) *corev1.Secret {
 	data := maps.Clone(source.Data)
-	if len(data[dbfleetv1alpha1.SecretKeyDBName]) == 0 {
-		data[dbfleetv1alpha1.SecretKeyDBName] = []byte(defaultDBName(kind))
+	if len(data[contract.SecretKeyDBName]) == 0 {
+		data[contract.SecretKeyDBName] = []byte(defaultDBName(kind))
 	}
-	if len(data[dbfleetv1alpha1.SecretKeyURI]) == 0 {
-		data[dbfleetv1alpha1.SecretKeyURI] = []byte(connectionURI(dbc.Name,
-			string(data[dbfleetv1alpha1.SecretKeyUsername]), string(data[dbfleetv1alpha1.SecretKeyPassword]),
-			string(data[dbfleetv1alpha1.SecretKeyDBName])))
+	if len(data[contract.SecretKeyURI]) == 0 {
+		data[contract.SecretKeyURI] = []byte(connectionURI(dbc.Name,
+			string(data[contract.SecretKeyUsername]), string(data[contract.SecretKeyPassword]),
+			string(data[contract.SecretKeyDBName])))
 	}
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{

@@ -1,10 +1,10 @@
 package databasecluster
 
 import (
-	"fmt"
 	"slices"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // replication is what the hub tells the shares of a postgres database about one another: the
@@ -41,7 +41,7 @@ func replicationOf(s *scope) replication {
 			return
 		}
 		for i := range o.Count {
-			r.standbys = append(r.standbys, fmt.Sprintf("%s-%d", dbc.Name, o.Start+i))
+			r.standbys = append(r.standbys, contract.PodName(dbc.Name, o.Start+i))
 		}
 	}
 	for _, p := range dbc.Status.Placements {

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/scheduling"
 )
 
@@ -61,7 +62,7 @@ func finalLSN(mdb *dbfleetv1alpha1.MemberDatabase, epoch int64) (string, string)
 		return "", ""
 	}
 	var best string
-	var bestAt uint64
+	var bestAt contract.LSN
 	var unclean []string
 	for _, in := range mdb.Status.Instances {
 		d := in.Demoted
@@ -72,7 +73,7 @@ func finalLSN(mdb *dbfleetv1alpha1.MemberDatabase, epoch int64) (string, string)
 			unclean = append(unclean, in.Pod+": "+d.Message)
 			continue
 		}
-		if at, err := scheduling.ParseLSN(d.FinalLSN); err == nil && (best == "" || at > bestAt) {
+		if at, err := contract.ParseLSN(d.FinalLSN); err == nil && (best == "" || at > bestAt) {
 			best, bestAt = d.FinalLSN, at
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/scheduling"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // A planned switchover hands the old primary's final LSN to the target, which promotes only
@@ -110,12 +110,12 @@ func stuckSwitchoverTarget(s *scope, now time.Time) (string, time.Duration) {
 		in.Role != dbfleetv1alpha1.InstanceRunningStandby || in.PromotedEpoch >= p.Epoch {
 		return "", 0
 	}
-	token, err := scheduling.ParseLSN(p.PromoteAfterLSN)
+	token, err := contract.ParseLSN(p.PromoteAfterLSN)
 	if err != nil {
 		return "", 0
 	}
 	progress, ok := instanceProgress(mdb, p.Pod)
-	if ok && progress.Received >= token {
+	if ok && progress.Received >= uint64(token) {
 		return "", 0 // it has the WAL and only replays it
 	}
 	if wait := p.Since.Add(SwitchoverReplayTimeout).Sub(now); wait > 0 {

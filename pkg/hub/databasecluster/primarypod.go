@@ -3,28 +3,12 @@ package databasecluster
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/placement"
 )
-
-// podName is the name the StatefulSets give the pod of ordinal o: <db>-<o>.
-func podName(db string, o int32) string { return fmt.Sprintf("%s-%d", db, o) }
-
-// podOrdinal reads the ordinal out of a pod name <db>-<ordinal>; false when it has none.
-func podOrdinal(db, pod string) (int32, bool) {
-	rest, ok := strings.CutPrefix(pod, db+"-")
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(rest, 10, 32)
-	if err != nil || n < 0 {
-		return 0, false
-	}
-	return int32(n), true
-}
 
 // instanceReading is one instance of a share and how far its report says it is in the WAL.
 type instanceReading struct {
@@ -48,7 +32,7 @@ func (r instanceReading) String() string {
 func shareReadings(db, cluster string, start, count int32, mdb *dbfleetv1alpha1.MemberDatabase, eligible func(pod string) bool) []instanceReading {
 	var out []instanceReading
 	for o := start; o < start+count; o++ {
-		pod := podName(db, o)
+		pod := contract.PodName(db, o)
 		if eligible != nil && !eligible(pod) {
 			continue
 		}
@@ -142,7 +126,7 @@ func choosePromotedPod(s *scope, planned *dbfleetv1alpha1.DatabaseCluster, to st
 	slices.SortStableFunc(others, func(a, b instanceReading) int { return b.compare(a) })
 	out.compared = append(out.compared, others...)
 	if out.ordinal >= 0 {
-		out.pod = podName(db, out.ordinal)
+		out.pod = contract.PodName(db, out.ordinal)
 	}
 	return out
 }
@@ -185,7 +169,7 @@ func primaryPod(dbc *dbfleetv1alpha1.DatabaseCluster) string {
 	}
 	for _, pl := range dbc.Status.Placements {
 		if pl.Cluster == p.Cluster {
-			return podName(dbc.Name, pl.Ordinals.Start)
+			return contract.PodName(dbc.Name, pl.Ordinals.Start)
 		}
 	}
 	return ""
@@ -205,7 +189,7 @@ func primaryOrdinalOf(dbc *dbfleetv1alpha1.DatabaseCluster, cluster string) *int
 	if p := dbc.Status.Primary; p == nil || p.Cluster != cluster {
 		return nil
 	}
-	o, ok := podOrdinal(dbc.Name, primaryPod(dbc))
+	o, ok := contract.PodOrdinal(dbc.Name, primaryPod(dbc))
 	if !ok {
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // propagate makes the MemberDatabases match status.placements and status.evictions: one per
@@ -49,7 +50,7 @@ func (r *Reconciler) propagate(ctx context.Context, s *scope) error {
 			if o := desired.Spec.PrimaryOrdinal; o != nil && (*o < p.Ordinals.Start || *o >= p.Ordinals.Start+p.Replicas) {
 				// A StatefulSet scales down from its highest ordinal: it would remove the primary.
 				s.propagationErrors[p.Cluster] = fmt.Errorf("the share would shrink to ordinals %d-%d without its primary pod %s: kept as it is until the primary moves",
-					p.Ordinals.Start, p.Ordinals.Start+p.Replicas-1, podName(dbc.Name, *o))
+					p.Ordinals.Start, p.Ordinals.Start+p.Replicas-1, contract.PodName(dbc.Name, *o))
 				continue
 			}
 			if dbc.Status.Primary != nil && desired.Spec.Epoch == dbc.Status.Primary.Epoch {

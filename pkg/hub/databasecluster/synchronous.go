@@ -116,12 +116,7 @@ func instanceProgress(mdb *dbfleetv1alpha1.MemberDatabase, pod string) (placemen
 	if in == nil {
 		return placement.WALProgress{}, false
 	}
-	received, rerr := scheduling.ParseLSN(in.ReceivedLSN)
-	replayed, perr := scheduling.ParseLSN(in.ReplayedLSN)
-	if rerr != nil && perr != nil {
-		return placement.WALProgress{}, false
-	}
-	return placement.WALProgress{Received: max(received, replayed), Replayed: replayed}, true
+	return scheduling.InstanceProgress(*in)
 }
 
 // synchronousGate says why a failover to pod in cluster to would lose acknowledged commits

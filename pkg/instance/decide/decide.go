@@ -4,14 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dbfleet/dbfleet/pkg/instance/status"
-)
-
-// Pod roles, as the agent labels pods (api/v1alpha1 RolePrimary, RoleReplica, RoleFenced).
-const (
-	PodRolePrimary = "primary"
-	PodRoleReplica = "replica"
-	PodRoleFenced  = "fenced"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // Pod is what the instance last read of its own Pod.
@@ -40,7 +33,7 @@ type Local struct {
 	// ActedEpoch is the highest pod epoch the instance has accepted.
 	ActedEpoch int64
 	// Running is what postgres runs as now: RolePrimary, RoleStandby or RoleStopped.
-	Running status.Role
+	Running contract.Role
 	// ReplayedLSN is, while postgres runs as a standby, the last WAL location it replayed as last
 	// read (empty when not known).
 	ReplayedLSN string
@@ -90,7 +83,7 @@ type Decision struct {
 	// timer at Lease.FenceAt while postgres runs as primary.
 	Lease LeaseJudgement
 	// Reason and Message explain a role other than the one asked for.
-	Reason  status.Reason
+	Reason  contract.Reason
 	Message string
 }
 
@@ -117,7 +110,7 @@ func Decide(in Input) Decision {
 	lease := JudgeLease(in.Lease, Holder(in.Cluster, epoch), in.Now)
 	d := Decision{Action: ActionNone, Epoch: epoch, Lease: lease, PrimaryEndpoint: pod.PrimaryEndpoint}
 
-	fence := func(reason status.Reason, msg string) Decision {
+	fence := func(reason contract.Reason, msg string) Decision {
 		d.Action, d.Reason, d.Message = ActionFence, reason, msg
 		d.FencedEpoch = max(local.PromotedEpoch, local.FencedEpoch)
 		return d
@@ -125,35 +118,35 @@ func Decide(in Input) Decision {
 
 	// A running primary keeps running only under a valid Lease at its epoch and a pod that is
 	// still primary; nothing else below may leave it writable.
-	if local.Running == status.RolePrimary {
+	if local.Running == contract.RolePrimary {
 		if !lease.Valid {
-			return fence(orReason(lease.Reason, status.ReasonFenced), lease.Message)
+			return fence(orReason(lease.Reason, contract.ReasonFenced), lease.Message)
 		}
-		if !stale && pod.Known && pod.Role != PodRolePrimary {
-			if pod.Role == PodRoleFenced {
-				return fence(status.ReasonPodRoleFenced, "the agent labelled the pod fenced")
+		if !stale && pod.Known && pod.Role != contract.PodRolePrimary {
+			if pod.Role == contract.PodRoleFenced {
+				return fence(contract.ReasonPodRoleFenced, "the agent labelled the pod fenced")
 			}
-			return fence(status.ReasonFenced, fmt.Sprintf("the pod's role is %q at epoch %d", pod.Role, pod.Epoch))
+			return fence(contract.ReasonFenced, fmt.Sprintf("the pod's role is %q at epoch %d", pod.Role, pod.Epoch))
 		}
 	}
 	if !pod.Known || pod.Epoch <= 0 || pod.Role == "" {
-		d.Reason, d.Message = status.ReasonWaitingForPod, "waiting for the pod's dbfleet.io/role label and dbfleet.io/epoch annotation"
+		d.Reason, d.Message = contract.ReasonWaitingForPod, "waiting for the pod's dbfleet.io/role label and dbfleet.io/epoch annotation"
 		return d
 	}
 	if stale {
-		d.Reason = status.ReasonStaleEpoch
+		d.Reason = contract.ReasonStaleEpoch
 		d.Message = fmt.Sprintf("the pod's epoch %d is below epoch %d already acted on", pod.Epoch, acted)
 		return d
 	}
 
 	switch pod.Role {
-	case PodRoleFenced:
-		d.Reason, d.Message = status.ReasonPodRoleFenced, "the agent labelled the pod fenced"
-		if local.Running != status.RoleStopped {
+	case contract.PodRoleFenced:
+		d.Reason, d.Message = contract.ReasonPodRoleFenced, "the agent labelled the pod fenced"
+		if local.Running != contract.RoleStopped {
 			return fence(d.Reason, d.Message)
 		}
 		return d
-	case PodRolePrimary:
+	case contract.PodRolePrimary:
 		return decidePrimary(d, local, epoch, pod.PromoteAfterLSN)
 	default:
 		return decideStandby(d, local, epoch)
@@ -164,19 +157,19 @@ func decidePrimary(d Decision, local Local, epoch int64, promoteAfter string) De
 	lease := d.Lease
 	switch {
 	case local.FencedEpoch >= epoch:
-		d.Reason = status.ReasonFenced
+		d.Reason = contract.ReasonFenced
 		d.Message = fmt.Sprintf("fenced at epoch %d; waiting for a higher epoch", local.FencedEpoch)
 		if !lease.Valid && lease.Reason != "" {
 			// Keep saying why (a skewed clock, a lost Lease): the fence alone does not.
 			d.Reason, d.Message = lease.Reason, d.Message+": "+lease.Message
 		}
-		if local.Running != status.RoleStopped {
+		if local.Running != contract.RoleStopped {
 			d.Action, d.FencedEpoch = ActionFence, local.FencedEpoch
 		}
 		return d
 	case !local.HasData:
 		if epoch != 1 || local.PromotedEpoch != 0 {
-			d.Reason = status.ReasonNoData
+			d.Reason = contract.ReasonNoData
 			d.Message = fmt.Sprintf("primary at epoch %d with an empty data directory: only the first primary (epoch 1) initialises a database", epoch)
 			return d
 		}
@@ -190,19 +183,19 @@ func decidePrimary(d Decision, local Local, epoch int64, promoteAfter string) De
 		// A standby stays a (read-only) standby until the Lease arrives; nothing starts writable.
 		d.Reason, d.Message = lease.Reason, lease.Message
 		return d
-	case local.PromotedEpoch == epoch && local.Running != status.RoleStandby:
+	case local.PromotedEpoch == epoch && local.Running != contract.RoleStandby:
 		d.Action = ActionRunPrimary
 		return d
-	case local.Running == status.RoleStopped:
+	case local.Running == contract.RoleStopped:
 		// Promoted at an older epoch (or never): come up as a standby, then promote. It follows
 		// nobody meanwhile: the primary endpoint now names this very instance.
 		d.Action, d.PrimaryEndpoint = ActionRunStandby, ""
 		return d
-	case local.Running == status.RoleStandby && promoteAfter != "":
+	case local.Running == contract.RoleStandby && promoteAfter != "":
 		// A planned switchover: every commit of the old primary must be here first. A standby
 		// that never gets there stays one (the hub's message and this one say so).
 		if ok, msg := replayedPast(promoteAfter, local.ReplayedLSN); !ok {
-			d.Reason, d.Message = status.ReasonWaitingForReplay, msg
+			d.Reason, d.Message = contract.ReasonWaitingForReplay, msg
 			return d
 		}
 		d.Action = ActionPromote
@@ -217,11 +210,11 @@ func decidePrimary(d Decision, local Local, epoch int64, promoteAfter string) De
 func decideStandby(d Decision, local Local, epoch int64) Decision {
 	switch {
 	case local.FencedEpoch >= epoch:
-		d.Reason = status.ReasonFenced
+		d.Reason = contract.ReasonFenced
 		d.Message = fmt.Sprintf("fenced at epoch %d; waiting for a higher epoch", local.FencedEpoch)
 		return d
 	case d.PrimaryEndpoint == "":
-		d.Reason, d.Message = status.ReasonNoPrimaryEndpoint, "the pod has no dbfleet.io/primary-endpoint annotation"
+		d.Reason, d.Message = contract.ReasonNoPrimaryEndpoint, "the pod has no dbfleet.io/primary-endpoint annotation"
 		return d
 	case !local.HasData:
 		d.Action = ActionClone
@@ -232,7 +225,7 @@ func decideStandby(d Decision, local Local, epoch int64) Decision {
 	}
 }
 
-func orReason(r, otherwise status.Reason) status.Reason {
+func orReason(r, otherwise contract.Reason) contract.Reason {
 	if r == "" {
 		return otherwise
 	}

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dbfleet/dbfleet/pkg/instance/status"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 var now = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -18,25 +18,25 @@ func TestJudgeLease(t *testing.T) {
 		name      string
 		lease     Lease
 		valid     bool
-		reason    status.Reason
+		reason    contract.Reason
 		writeEnds time.Time
 	}{
 		{name: "fresh", lease: lease("east/3", 0, 15*time.Second), valid: true, writeEnds: now.Add(13 * time.Second)},
-		{name: "absent", lease: Lease{}, reason: status.ReasonLeaseNotHeld},
-		{name: "other epoch", lease: lease("east/2", 0, 15*time.Second), reason: status.ReasonLeaseNotHeld},
-		{name: "other cluster", lease: lease("west/3", 0, 15*time.Second), reason: status.ReasonLeaseNotHeld},
-		{name: "renewTime within the skew", lease: lease("east/3", -MaxClockSkew, 15*time.Second), valid: true,
-			writeEnds: now.Add(MaxClockSkew + 13*time.Second)},
-		{name: "renewTime beyond the skew", lease: lease("east/3", -MaxClockSkew-time.Millisecond, 15*time.Second), reason: status.ReasonClockSkew},
-		{name: "renewTime an hour ahead", lease: lease("east/3", -time.Hour, 15*time.Second), reason: status.ReasonClockSkew},
+		{name: "absent", lease: Lease{}, reason: contract.ReasonLeaseNotHeld},
+		{name: "other epoch", lease: lease("east/2", 0, 15*time.Second), reason: contract.ReasonLeaseNotHeld},
+		{name: "other cluster", lease: lease("west/3", 0, 15*time.Second), reason: contract.ReasonLeaseNotHeld},
+		{name: "renewTime within the skew", lease: lease("east/3", -contract.MaxClockSkew, 15*time.Second), valid: true,
+			writeEnds: now.Add(contract.MaxClockSkew + 13*time.Second)},
+		{name: "renewTime beyond the skew", lease: lease("east/3", -contract.MaxClockSkew-time.Millisecond, 15*time.Second), reason: contract.ReasonClockSkew},
+		{name: "renewTime an hour ahead", lease: lease("east/3", -time.Hour, 15*time.Second), reason: contract.ReasonClockSkew},
 		// Writable until expiry - FenceSafety; the fast shutdown starts FenceLead before that.
-		{name: "just before the fence point", lease: lease("east/3", 15*time.Second-FenceSafety-FenceLead-time.Millisecond, 15*time.Second),
+		{name: "just before the fence point", lease: lease("east/3", 15*time.Second-contract.FenceSafety-FenceLead-time.Millisecond, 15*time.Second),
 			valid: true, writeEnds: now.Add(FenceLead + time.Millisecond)},
-		{name: "at the fence point", lease: lease("east/3", 15*time.Second-FenceSafety-FenceLead, 15*time.Second),
-			reason: status.ReasonFenced, writeEnds: now.Add(FenceLead)},
-		{name: "expired", lease: lease("east/3", time.Minute, 15*time.Second), reason: status.ReasonFenced,
+		{name: "at the fence point", lease: lease("east/3", 15*time.Second-contract.FenceSafety-FenceLead, 15*time.Second),
+			reason: contract.ReasonFenced, writeEnds: now.Add(FenceLead)},
+		{name: "expired", lease: lease("east/3", time.Minute, 15*time.Second), reason: contract.ReasonFenced,
 			writeEnds: now.Add(-time.Minute + 13*time.Second)},
-		{name: "no duration", lease: lease("east/3", 0, 0), reason: status.ReasonLeaseNotHeld},
+		{name: "no duration", lease: lease("east/3", 0, 0), reason: contract.ReasonLeaseNotHeld},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,7 +57,7 @@ func TestJudgeLease(t *testing.T) {
 func TestDecide(t *testing.T) {
 	valid := func(e string) Lease { return lease(e, 0, 15*time.Second) }
 	primary := func(epoch int64) Pod {
-		return Pod{Known: true, Role: PodRolePrimary, Epoch: epoch, PrimaryEndpoint: "10.0.0.1:5432"}
+		return Pod{Known: true, Role: contract.PodRolePrimary, Epoch: epoch, PrimaryEndpoint: "10.0.0.1:5432"}
 	}
 	switchover := func(epoch int64, lsn string) Pod {
 		p := primary(epoch)
@@ -65,7 +65,7 @@ func TestDecide(t *testing.T) {
 		return p
 	}
 	replica := func(epoch int64, endpoint string) Pod {
-		return Pod{Known: true, Role: PodRoleReplica, Epoch: epoch, PrimaryEndpoint: endpoint}
+		return Pod{Known: true, Role: contract.PodRoleReplica, Epoch: epoch, PrimaryEndpoint: endpoint}
 	}
 	tests := []struct {
 		name   string
@@ -73,84 +73,84 @@ func TestDecide(t *testing.T) {
 		lease  Lease
 		local  Local
 		action Action
-		reason status.Reason
+		reason contract.Reason
 		epoch  int64
 		fenced int64
 	}{
-		{name: "pod not read yet", pod: Pod{}, local: Local{Running: status.RoleStopped},
-			action: ActionNone, reason: status.ReasonWaitingForPod},
-		{name: "first primary bootstraps", pod: primary(1), lease: valid("east/1"), local: Local{Running: status.RoleStopped},
+		{name: "pod not read yet", pod: Pod{}, local: Local{Running: contract.RoleStopped},
+			action: ActionNone, reason: contract.ReasonWaitingForPod},
+		{name: "first primary bootstraps", pod: primary(1), lease: valid("east/1"), local: Local{Running: contract.RoleStopped},
 			action: ActionBootstrap, epoch: 1},
-		{name: "first primary waits for the Lease", pod: primary(1), local: Local{Running: status.RoleStopped},
-			action: ActionNone, reason: status.ReasonLeaseNotHeld, epoch: 1},
+		{name: "first primary waits for the Lease", pod: primary(1), local: Local{Running: contract.RoleStopped},
+			action: ActionNone, reason: contract.ReasonLeaseNotHeld, epoch: 1},
 		{name: "first primary with a skewed Lease does not bootstrap", pod: primary(1), lease: lease("east/1", -time.Hour, 15*time.Second),
-			local: Local{Running: status.RoleStopped}, action: ActionNone, reason: status.ReasonClockSkew, epoch: 1},
+			local: Local{Running: contract.RoleStopped}, action: ActionNone, reason: contract.ReasonClockSkew, epoch: 1},
 		{name: "a later primary never initialises an empty data directory", pod: primary(2), lease: valid("east/2"),
-			local: Local{Running: status.RoleStopped}, action: ActionNone, reason: status.ReasonNoData, epoch: 2},
+			local: Local{Running: contract.RoleStopped}, action: ActionNone, reason: contract.ReasonNoData, epoch: 2},
 		{name: "primary restarts in place at its epoch", pod: primary(3), lease: valid("east/3"),
-			local: Local{HasData: true, PromotedEpoch: 3, Running: status.RoleStopped}, action: ActionRunPrimary, epoch: 3},
+			local: Local{HasData: true, PromotedEpoch: 3, Running: contract.RoleStopped}, action: ActionRunPrimary, epoch: 3},
 		{name: "running primary keeps running", pod: primary(3), lease: valid("east/3"),
-			local: Local{HasData: true, PromotedEpoch: 3, Running: status.RolePrimary}, action: ActionRunPrimary, epoch: 3},
+			local: Local{HasData: true, PromotedEpoch: 3, Running: contract.RolePrimary}, action: ActionRunPrimary, epoch: 3},
 		{name: "primary fences when the Lease runs out", pod: primary(3), lease: lease("east/3", 14*time.Second, 15*time.Second),
-			local: Local{HasData: true, PromotedEpoch: 3, Running: status.RolePrimary}, action: ActionFence, reason: status.ReasonFenced, epoch: 3, fenced: 3},
+			local: Local{HasData: true, PromotedEpoch: 3, Running: contract.RolePrimary}, action: ActionFence, reason: contract.ReasonFenced, epoch: 3, fenced: 3},
 		{name: "primary fences when the Lease is released", pod: primary(3),
-			local: Local{HasData: true, PromotedEpoch: 3, Running: status.RolePrimary}, action: ActionFence, reason: status.ReasonLeaseNotHeld, epoch: 3, fenced: 3},
+			local: Local{HasData: true, PromotedEpoch: 3, Running: contract.RolePrimary}, action: ActionFence, reason: contract.ReasonLeaseNotHeld, epoch: 3, fenced: 3},
 		{name: "primary fences on a skewed Lease", pod: primary(3), lease: lease("east/3", -time.Hour, 15*time.Second),
-			local: Local{HasData: true, PromotedEpoch: 3, Running: status.RolePrimary}, action: ActionFence, reason: status.ReasonClockSkew, epoch: 3, fenced: 3},
+			local: Local{HasData: true, PromotedEpoch: 3, Running: contract.RolePrimary}, action: ActionFence, reason: contract.ReasonClockSkew, epoch: 3, fenced: 3},
 		{name: "primary fences when its Lease names a newer epoch elsewhere", pod: replica(4, "10.0.0.2:5432"), lease: valid("west/4"),
-			local: Local{HasData: true, PromotedEpoch: 3, Running: status.RolePrimary}, action: ActionFence, reason: status.ReasonLeaseNotHeld, epoch: 4, fenced: 3},
-		{name: "primary fences when the agent labels it fenced", pod: Pod{Known: true, Role: PodRoleFenced, Epoch: 3}, lease: valid("east/3"),
-			local: Local{HasData: true, PromotedEpoch: 3, Running: status.RolePrimary}, action: ActionFence, reason: status.ReasonPodRoleFenced, epoch: 3, fenced: 3},
+			local: Local{HasData: true, PromotedEpoch: 3, Running: contract.RolePrimary}, action: ActionFence, reason: contract.ReasonLeaseNotHeld, epoch: 4, fenced: 3},
+		{name: "primary fences when the agent labels it fenced", pod: Pod{Known: true, Role: contract.PodRoleFenced, Epoch: 3}, lease: valid("east/3"),
+			local: Local{HasData: true, PromotedEpoch: 3, Running: contract.RolePrimary}, action: ActionFence, reason: contract.ReasonPodRoleFenced, epoch: 3, fenced: 3},
 		{name: "fenced stays fenced under a renewed Lease at the same epoch", pod: primary(3), lease: valid("east/3"),
-			local: Local{HasData: true, PromotedEpoch: 3, FencedEpoch: 3, Running: status.RoleStopped}, action: ActionNone, reason: status.ReasonFenced, epoch: 3},
+			local: Local{HasData: true, PromotedEpoch: 3, FencedEpoch: 3, Running: contract.RoleStopped}, action: ActionNone, reason: contract.ReasonFenced, epoch: 3},
 		{name: "fenced under a skewed Lease says ClockSkew", pod: primary(3), lease: lease("east/3", -time.Hour, 15*time.Second),
-			local: Local{HasData: true, PromotedEpoch: 3, FencedEpoch: 3, Running: status.RoleStopped}, action: ActionNone, reason: status.ReasonClockSkew, epoch: 3},
+			local: Local{HasData: true, PromotedEpoch: 3, FencedEpoch: 3, Running: contract.RoleStopped}, action: ActionNone, reason: contract.ReasonClockSkew, epoch: 3},
 		{name: "fenced follows as a standby at a higher epoch", pod: replica(4, "10.0.0.2:5432"), lease: valid("west/4"),
-			local: Local{HasData: true, PromotedEpoch: 3, FencedEpoch: 3, Running: status.RoleStopped}, action: ActionRunStandby, epoch: 4},
+			local: Local{HasData: true, PromotedEpoch: 3, FencedEpoch: 3, Running: contract.RoleStopped}, action: ActionRunStandby, epoch: 4},
 		{name: "fenced is primary again at a higher epoch, through a standby", pod: primary(5), lease: valid("east/5"),
-			local: Local{HasData: true, PromotedEpoch: 3, FencedEpoch: 3, Running: status.RoleStopped}, action: ActionRunStandby, epoch: 5},
+			local: Local{HasData: true, PromotedEpoch: 3, FencedEpoch: 3, Running: contract.RoleStopped}, action: ActionRunStandby, epoch: 5},
 		{name: "standby promoted at a new epoch", pod: primary(2), lease: valid("east/2"),
-			local: Local{HasData: true, PromotedEpoch: 1, Running: status.RoleStandby}, action: ActionPromote, epoch: 2},
+			local: Local{HasData: true, PromotedEpoch: 1, Running: contract.RoleStandby}, action: ActionPromote, epoch: 2},
 		{name: "standby not promoted before the Lease names its epoch", pod: primary(2), lease: valid("east/1"),
-			local: Local{HasData: true, PromotedEpoch: 1, Running: status.RoleStandby}, action: ActionNone, reason: status.ReasonLeaseNotHeld, epoch: 2},
+			local: Local{HasData: true, PromotedEpoch: 1, Running: contract.RoleStandby}, action: ActionNone, reason: contract.ReasonLeaseNotHeld, epoch: 2},
 		{name: "standby not promoted under a skewed Lease", pod: primary(2), lease: lease("east/2", -time.Hour, 15*time.Second),
-			local: Local{HasData: true, Running: status.RoleStandby}, action: ActionNone, reason: status.ReasonClockSkew, epoch: 2},
+			local: Local{HasData: true, Running: contract.RoleStandby}, action: ActionNone, reason: contract.ReasonClockSkew, epoch: 2},
 		{name: "running primary adopts a higher epoch it is handed", pod: primary(4), lease: valid("east/4"),
-			local: Local{HasData: true, PromotedEpoch: 3, Running: status.RolePrimary}, action: ActionPromote, epoch: 4},
+			local: Local{HasData: true, PromotedEpoch: 3, Running: contract.RolePrimary}, action: ActionPromote, epoch: 4},
 		{name: "replica with an empty data directory clones", pod: replica(1, "10.0.0.1:5432"),
-			local: Local{Running: status.RoleStopped}, action: ActionClone, epoch: 1},
+			local: Local{Running: contract.RoleStopped}, action: ActionClone, epoch: 1},
 		{name: "replica without an endpoint waits", pod: replica(1, ""),
-			local: Local{Running: status.RoleStopped}, action: ActionNone, reason: status.ReasonNoPrimaryEndpoint, epoch: 1},
+			local: Local{Running: contract.RoleStopped}, action: ActionNone, reason: contract.ReasonNoPrimaryEndpoint, epoch: 1},
 		{name: "replica runs as a standby", pod: replica(1, "10.0.0.1:5432"),
-			local: Local{HasData: true, Running: status.RoleStopped}, action: ActionRunStandby, epoch: 1},
+			local: Local{HasData: true, Running: contract.RoleStopped}, action: ActionRunStandby, epoch: 1},
 		{name: "a stale epoch is never acted on", pod: primary(2), lease: valid("east/2"),
-			local: Local{HasData: true, PromotedEpoch: 1, ActedEpoch: 3, Running: status.RoleStandby}, action: ActionNone, reason: status.ReasonStaleEpoch, epoch: 3},
+			local: Local{HasData: true, PromotedEpoch: 1, ActedEpoch: 3, Running: contract.RoleStandby}, action: ActionNone, reason: contract.ReasonStaleEpoch, epoch: 3},
 		{name: "a stale epoch does not demote a valid primary", pod: replica(2, "10.0.0.2:5432"), lease: valid("east/3"),
-			local: Local{HasData: true, PromotedEpoch: 3, Running: status.RolePrimary}, action: ActionNone, reason: status.ReasonStaleEpoch, epoch: 3},
+			local: Local{HasData: true, PromotedEpoch: 3, Running: contract.RolePrimary}, action: ActionNone, reason: contract.ReasonStaleEpoch, epoch: 3},
 		{name: "switchover target waits to replay past the old primary's final LSN", pod: switchover(2, "0/3000028"), lease: valid("east/2"),
-			local:  Local{HasData: true, PromotedEpoch: 1, Running: status.RoleStandby, ReplayedLSN: "0/2FFFF00"},
-			action: ActionNone, reason: status.ReasonWaitingForReplay, epoch: 2},
+			local:  Local{HasData: true, PromotedEpoch: 1, Running: contract.RoleStandby, ReplayedLSN: "0/2FFFF00"},
+			action: ActionNone, reason: contract.ReasonWaitingForReplay, epoch: 2},
 		{name: "switchover target that replayed up to the final LSN's start still waits", pod: switchover(2, "0/3000028"), lease: valid("east/2"),
-			local:  Local{HasData: true, PromotedEpoch: 1, Running: status.RoleStandby, ReplayedLSN: "0/3000028"},
-			action: ActionNone, reason: status.ReasonWaitingForReplay, epoch: 2},
+			local:  Local{HasData: true, PromotedEpoch: 1, Running: contract.RoleStandby, ReplayedLSN: "0/3000028"},
+			action: ActionNone, reason: contract.ReasonWaitingForReplay, epoch: 2},
 		{name: "switchover target waits while its replayed LSN is not known", pod: switchover(2, "0/3000028"), lease: valid("east/2"),
-			local:  Local{HasData: true, PromotedEpoch: 1, Running: status.RoleStandby},
-			action: ActionNone, reason: status.ReasonWaitingForReplay, epoch: 2},
+			local:  Local{HasData: true, PromotedEpoch: 1, Running: contract.RoleStandby},
+			action: ActionNone, reason: contract.ReasonWaitingForReplay, epoch: 2},
 		{name: "switchover target promotes once past the final LSN", pod: switchover(2, "0/3000028"), lease: valid("east/2"),
-			local:  Local{HasData: true, PromotedEpoch: 1, Running: status.RoleStandby, ReplayedLSN: "0/30000A0"},
+			local:  Local{HasData: true, PromotedEpoch: 1, Running: contract.RoleStandby, ReplayedLSN: "0/30000A0"},
 			action: ActionPromote, epoch: 2},
 		{name: "switchover target compares LSNs as numbers, not text", pod: switchover(2, "0/F000028"), lease: valid("east/2"),
-			local:  Local{HasData: true, PromotedEpoch: 1, Running: status.RoleStandby, ReplayedLSN: "1/00000A0"},
+			local:  Local{HasData: true, PromotedEpoch: 1, Running: contract.RoleStandby, ReplayedLSN: "1/00000A0"},
 			action: ActionPromote, epoch: 2},
 		{name: "a malformed promote-after LSN never promotes", pod: switchover(2, "soon"), lease: valid("east/2"),
-			local:  Local{HasData: true, PromotedEpoch: 1, Running: status.RoleStandby, ReplayedLSN: "9/0"},
-			action: ActionNone, reason: status.ReasonWaitingForReplay, epoch: 2},
+			local:  Local{HasData: true, PromotedEpoch: 1, Running: contract.RoleStandby, ReplayedLSN: "9/0"},
+			action: ActionNone, reason: contract.ReasonWaitingForReplay, epoch: 2},
 		{name: "the promote-after LSN does not hold back a primary already running at its epoch", pod: switchover(2, "0/3000028"), lease: valid("east/2"),
-			local: Local{HasData: true, PromotedEpoch: 2, Running: status.RolePrimary}, action: ActionRunPrimary, epoch: 2},
+			local: Local{HasData: true, PromotedEpoch: 2, Running: contract.RolePrimary}, action: ActionRunPrimary, epoch: 2},
 		{name: "a stopped switchover target comes up as a standby first", pod: switchover(2, "0/3000028"), lease: valid("east/2"),
-			local: Local{HasData: true, PromotedEpoch: 0, Running: status.RoleStopped}, action: ActionRunStandby, epoch: 2},
+			local: Local{HasData: true, PromotedEpoch: 0, Running: contract.RoleStopped}, action: ActionRunStandby, epoch: 2},
 		{name: "a stale epoch with an expired Lease still fences", pod: primary(2), lease: lease("east/3", time.Minute, 15*time.Second),
-			local: Local{HasData: true, PromotedEpoch: 3, Running: status.RolePrimary}, action: ActionFence, reason: status.ReasonFenced, epoch: 3, fenced: 3},
+			local: Local{HasData: true, PromotedEpoch: 3, Running: contract.RolePrimary}, action: ActionFence, reason: contract.ReasonFenced, epoch: 3, fenced: 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -165,19 +165,5 @@ func TestDecide(t *testing.T) {
 				t.Errorf("FencedEpoch = %d, want %d", d.FencedEpoch, tt.fenced)
 			}
 		})
-	}
-}
-
-func TestParseLSN(t *testing.T) {
-	for in, want := range map[string]uint64{"0/0": 0, "0/3000060": 0x3000060, "16/B374D848": 0x16B374D848, "FFFFFFFF/FFFFFFFF": 1<<64 - 1} {
-		got, err := ParseLSN(in)
-		if err != nil || got != want {
-			t.Errorf("ParseLSN(%q) = %#x, %v; want %#x", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "0", "/1", "1/", "x/1", "100000000/0", "0/100000000", "1/2/3"} {
-		if _, err := ParseLSN(in); err == nil {
-			t.Errorf("ParseLSN(%q) succeeded, want an error", in)
-		}
 	}
 }

@@ -4,21 +4,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dbfleet/dbfleet/pkg/instance/status"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
-const (
-	// MaxClockSkew is how far in this instance's future a Lease renewTime may lie and still be
-	// trusted. Clocks within one member cluster must agree this closely; a renewTime further ahead
-	// makes the Lease invalid (ReasonClockSkew), so a wrong agent clock can only fence early.
-	MaxClockSkew = time.Second
-	// FenceSafety is how long before the Lease expires the instance has stopped taking writes.
-	FenceSafety = 2 * time.Second
-	// FenceLead is how long before that point the fast shutdown starts, so that it has stopped
-	// new writes (postgres refuses connections and ends backends at once on a fast shutdown) by
-	// then; a shutdown still running at the point turns immediate.
-	FenceLead = time.Second
-)
+// FenceLead is how long before the point at which writes must have stopped (contract.FenceSafety
+// before the Lease expires) the fast shutdown starts, so that it has stopped new writes (postgres
+// refuses connections and ends backends at once on a fast shutdown) by then; a shutdown still
+// running at the point turns immediate.
+const FenceLead = time.Second
 
 // Lease is what the instance last read of the primary Lease.
 type Lease struct {
@@ -36,13 +29,13 @@ type Lease struct {
 type LeaseJudgement struct {
 	// Valid: the Lease names the holder, is trusted, and now is before FenceAt.
 	Valid bool
-	// WritableUntil is renewTime + duration - FenceSafety: by then writes have stopped. Zero when
+	// WritableUntil is renewTime + duration - contract.FenceSafety: by then writes have stopped. Zero when
 	// the Lease does not name the holder or is not trusted.
 	WritableUntil time.Time
 	// FenceAt is WritableUntil - FenceLead: when the fast shutdown starts.
 	FenceAt time.Time
 	// Reason and Message say why the Lease is not valid.
-	Reason  status.Reason
+	Reason  contract.Reason
 	Message string
 }
 
@@ -50,23 +43,23 @@ type LeaseJudgement struct {
 func JudgeLease(l Lease, holder string, now time.Time) LeaseJudgement {
 	switch {
 	case !l.Exists:
-		return LeaseJudgement{Reason: status.ReasonLeaseNotHeld, Message: "the primary Lease does not exist"}
+		return LeaseJudgement{Reason: contract.ReasonLeaseNotHeld, Message: "the primary Lease does not exist"}
 	case l.Holder != holder:
-		return LeaseJudgement{Reason: status.ReasonLeaseNotHeld,
+		return LeaseJudgement{Reason: contract.ReasonLeaseNotHeld,
 			Message: fmt.Sprintf("the primary Lease names %q, not %q", l.Holder, holder)}
 	case l.Duration <= 0 || l.RenewTime.IsZero():
-		return LeaseJudgement{Reason: status.ReasonLeaseNotHeld, Message: "the primary Lease has no renewTime or duration"}
-	case l.RenewTime.After(now.Add(MaxClockSkew)):
-		return LeaseJudgement{Reason: status.ReasonClockSkew,
+		return LeaseJudgement{Reason: contract.ReasonLeaseNotHeld, Message: "the primary Lease has no renewTime or duration"}
+	case l.RenewTime.After(now.Add(contract.MaxClockSkew)):
+		return LeaseJudgement{Reason: contract.ReasonClockSkew,
 			Message: fmt.Sprintf("the primary Lease's renewTime %s is %s in this instance's future (more than %s)",
-				l.RenewTime.UTC().Format(time.RFC3339Nano), l.RenewTime.Sub(now).Round(time.Millisecond), MaxClockSkew)}
+				l.RenewTime.UTC().Format(time.RFC3339Nano), l.RenewTime.Sub(now).Round(time.Millisecond), contract.MaxClockSkew)}
 	}
-	j := LeaseJudgement{WritableUntil: l.RenewTime.Add(l.Duration - FenceSafety)}
+	j := LeaseJudgement{WritableUntil: l.RenewTime.Add(l.Duration - contract.FenceSafety)}
 	j.FenceAt = j.WritableUntil.Add(-FenceLead)
 	if !now.Before(j.FenceAt) {
-		j.Reason = status.ReasonFenced
+		j.Reason = contract.ReasonFenced
 		j.Message = fmt.Sprintf("the primary Lease (renewed %s for %s) runs out: writes stop %s before it expires",
-			l.RenewTime.UTC().Format(time.RFC3339Nano), l.Duration, FenceSafety)
+			l.RenewTime.UTC().Format(time.RFC3339Nano), l.Duration, contract.FenceSafety)
 		return j
 	}
 	j.Valid = true

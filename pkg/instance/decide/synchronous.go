@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/instance/pgconf"
-	"github.com/dbfleet/dbfleet/pkg/instance/status"
 )
 
 // NoStandby is the name a required primary waits for when no other cluster holds a standby: no
@@ -38,7 +38,7 @@ func (s Synchronous) Equal(o Synchronous) bool {
 //     many stream; with no standby at all it waits for NoStandby;
 //   - preferred: ANY k (standbys) with k the number asked for or, while fewer stream, the number
 //     that stream; none: asynchronous (”).
-func PlanSynchronous(want Synchronous, self string, replicas []status.Replica) (string, *status.Synchronous) {
+func PlanSynchronous(want Synchronous, self string, replicas []contract.Replica) (string, *contract.Synchronous) {
 	if !want.Enabled() {
 		return "", nil
 	}
@@ -49,7 +49,7 @@ func PlanSynchronous(want Synchronous, self string, replicas []status.Replica) (
 		}
 	}
 	slices.Sort(standbys)
-	st := &status.Synchronous{Durability: want.Durability, Wanted: want.Number, Standbys: standbys}
+	st := &contract.Synchronous{Durability: want.Durability, Wanted: want.Number, Standbys: standbys}
 	streaming := 0
 	for _, r := range replicas {
 		if !slices.Contains(standbys, r.Pod) {
@@ -65,7 +65,7 @@ func PlanSynchronous(want Synchronous, self string, replicas []status.Replica) (
 	slices.Sort(st.Synchronous)
 	var names string
 	switch want.Durability {
-	case status.DurabilityPreferred:
+	case contract.DurabilityPreferred:
 		st.Number = min(want.Number, streaming)
 		st.Degraded = streaming < want.Number
 		names = pgconf.StandbyNames(st.Number, standbys)
@@ -83,7 +83,7 @@ func PlanSynchronous(want Synchronous, self string, replicas []status.Replica) (
 
 // SynchronousMessage says why commits wait (required) or wait for fewer (preferred); empty when
 // neither.
-func SynchronousMessage(st *status.Synchronous) string {
+func SynchronousMessage(st *contract.Synchronous) string {
 	if st == nil || !st.Waiting && !st.Degraded {
 		return ""
 	}

@@ -3,21 +3,21 @@ package decide
 import (
 	"testing"
 
-	"github.com/dbfleet/dbfleet/pkg/instance/status"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 func TestPlanSynchronous(t *testing.T) {
-	streaming := func(pods ...string) []status.Replica {
-		var out []status.Replica
+	streaming := func(pods ...string) []contract.Replica {
+		var out []contract.Replica
 		for _, p := range pods {
-			out = append(out, status.Replica{Pod: p, State: "streaming", SyncState: "quorum"})
+			out = append(out, contract.Replica{Pod: p, State: "streaming", SyncState: "quorum"})
 		}
 		return out
 	}
 	for _, tc := range []struct {
 		name          string
 		want          Synchronous
-		replicas      []status.Replica
+		replicas      []contract.Replica
 		names         string
 		number        int
 		waiting, degr bool
@@ -34,7 +34,7 @@ func TestPlanSynchronous(t *testing.T) {
 		{name: "preferred, one of two streams", want: Synchronous{Durability: "preferred", Number: 2, Standbys: []string{"w-1", "w-2"}},
 			replicas: streaming("w-2"), names: `ANY 1 ("w-1", "w-2")`, number: 1, degr: true},
 		{name: "preferred, none streams: asynchronous", want: Synchronous{Durability: "preferred", Number: 1, Standbys: []string{"w-1"}},
-			replicas: []status.Replica{{Pod: "w-1", State: "catchup", SyncState: "async"}}, names: "", number: 0, degr: true},
+			replicas: []contract.Replica{{Pod: "w-1", State: "catchup", SyncState: "async"}}, names: "", number: 0, degr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			names, st := PlanSynchronous(tc.want, "e-0", tc.replicas)

@@ -3,7 +3,6 @@ package observe
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,56 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
-	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/agent/fence"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/instance/decide"
-	"github.com/dbfleet/dbfleet/pkg/instance/status"
 )
-
-// The Pod metadata the instance manager reads; the agent writes it.
-const (
-	// LabelRole is the pod's role label (primary, replica or fenced).
-	LabelRole = dbfleetv1alpha1.LabelRole
-	// AnnotationEpoch is the primary epoch the pod's role belongs to, in decimal.
-	AnnotationEpoch = "dbfleet.io/epoch"
-	// AnnotationPrimaryEndpoint is host:port of the current primary, which a standby follows and
-	// a new instance clones from.
-	AnnotationPrimaryEndpoint = "dbfleet.io/primary-endpoint"
-	// AnnotationStandbys lists, comma-separated, the application names (pod names) of the
-	// standbys the primary keeps a replication slot for.
-	AnnotationStandbys = "dbfleet.io/standbys"
-	// AnnotationSynchronous is the primary pod's synchronous replication, "<dataDurability>
-	// <number>" (e.g. "required 1"); empty or absent: asynchronous.
-	AnnotationSynchronous = "dbfleet.io/synchronous"
-	// AnnotationSynchronousStandbys lists, comma-separated, the standbys a synchronous primary
-	// counts: the pods of the other clusters' shares.
-	AnnotationSynchronousStandbys = "dbfleet.io/synchronous-standbys"
-	// AnnotationPromoteAfterLSN is a planned switchover's promotion token on the new primary's
-	// pods: the old primary's final LSN, which the standby replays past before it promotes. It
-	// arrives in the same patch as the epoch it belongs to.
-	AnnotationPromoteAfterLSN = "dbfleet.io/promote-after-lsn"
-)
-
-// FormatSynchronous is the value of AnnotationSynchronous.
-func FormatSynchronous(durability string, number int) string {
-	if durability == "" || number <= 0 {
-		return ""
-	}
-	return fmt.Sprintf("%s %d", durability, number)
-}
-
-// ParseSynchronous reads the two annotations; a malformed value is asynchronous.
-func ParseSynchronous(value, standbys string) decide.Synchronous {
-	durability, n, ok := strings.Cut(strings.TrimSpace(value), " ")
-	number, err := strconv.Atoi(strings.TrimSpace(n))
-	if !ok || err != nil || number <= 0 || (durability != status.DurabilityRequired && durability != status.DurabilityPreferred) {
-		return decide.Synchronous{}
-	}
-	return decide.Synchronous{Durability: durability, Number: number, Standbys: ParseStandbys(standbys)}
-}
-
-// PrimaryLeaseName is the Lease the instance reads for database db in its namespace.
-func PrimaryLeaseName(db string) string { return fence.PrimaryLeaseName(db) }
 
 // Snapshot is the last answer for each object.
 type Snapshot struct {
@@ -240,24 +192,14 @@ func (o *Observer) readPod(ctx context.Context) (decide.Pod, []string, decide.Sy
 	if err != nil {
 		return decide.Pod{}, nil, decide.Synchronous{}, fmt.Errorf("read pod %s/%s: %w", o.Namespace, o.Pod, err)
 	}
-	pod := decide.Pod{Known: true, Role: p.Labels[LabelRole], PrimaryEndpoint: strings.TrimSpace(p.Annotations[AnnotationPrimaryEndpoint]),
-		PromoteAfterLSN: strings.TrimSpace(p.Annotations[AnnotationPromoteAfterLSN])}
-	if e, err := strconv.ParseInt(strings.TrimSpace(p.Annotations[AnnotationEpoch]), 10, 64); err == nil && e > 0 {
-		pod.Epoch = e
+	pod := decide.Pod{Known: true, Role: p.Labels[contract.LabelRole], Epoch: contract.ParseEpoch(p.Annotations[contract.AnnotationEpoch]),
+		PrimaryEndpoint: strings.TrimSpace(p.Annotations[contract.AnnotationPrimaryEndpoint]),
+		PromoteAfterLSN: strings.TrimSpace(p.Annotations[contract.AnnotationPromoteAfterLSN])}
+	sync := decide.Synchronous{}
+	if durability, number := contract.ParseSynchronous(p.Annotations[contract.AnnotationSynchronous]); number > 0 {
+		sync = decide.Synchronous{Durability: durability, Number: number, Standbys: contract.ParseNames(p.Annotations[contract.AnnotationSynchronousStandbys])}
 	}
-	return pod, ParseStandbys(p.Annotations[AnnotationStandbys]),
-		ParseSynchronous(p.Annotations[AnnotationSynchronous], p.Annotations[AnnotationSynchronousStandbys]), nil
-}
-
-// ParseStandbys splits the standbys annotation.
-func ParseStandbys(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
+	return pod, contract.ParseNames(p.Annotations[contract.AnnotationStandbys]), sync, nil
 }
 
 func (o *Observer) readLease(ctx context.Context) (decide.Lease, error) {

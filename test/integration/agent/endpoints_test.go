@@ -12,7 +12,7 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/member"
-	"github.com/dbfleet/dbfleet/pkg/instance/observe"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // The primary's share reports where other clusters reach it (PodIP: the pod that really runs as
@@ -34,8 +34,8 @@ func TestPrimaryShareReportsItsEndpointsAndSlotsForOtherClusters(t *testing.T) {
 		t.Errorf("endpoints %+v, want the primary pod's IP and the standby's, port 5432", e)
 	}
 	s.eventually("primary keeps slots for local and remote standbys", func() bool {
-		return s.podAnnotation("orders-0", observe.AnnotationStandbys) == "orders-1,orders-5,orders-6" &&
-			s.podAnnotation("orders-1", observe.AnnotationPrimaryEndpoint) == "127.0.0.1:5432"
+		return s.podAnnotation("orders-0", contract.AnnotationStandbys) == "orders-1,orders-5,orders-6" &&
+			s.podAnnotation("orders-1", contract.AnnotationPrimaryEndpoint) == "127.0.0.1:5432"
 	})
 
 	// LoadBalancer: the address is the Service's, once a cloud controller gives it one.
@@ -44,7 +44,7 @@ func TestPrimaryShareReportsItsEndpointsAndSlotsForOtherClusters(t *testing.T) {
 	s.eventually("LoadBalancer Service", func() bool {
 		return east.Client.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: member.PrimaryLoadBalancerName(s.db)}, lb) == nil
 	})
-	if lb.Spec.Type != corev1.ServiceTypeLoadBalancer || lb.Spec.Selector[dbfleetv1alpha1.LabelInstanceRole] != dbfleetv1alpha1.InstanceRolePrimary {
+	if lb.Spec.Type != corev1.ServiceTypeLoadBalancer || lb.Spec.Selector[contract.LabelInstanceRole] != contract.InstanceRolePrimary {
 		t.Errorf("Service %s is %s selecting %v, want a LoadBalancer in front of the instance that runs as primary", lb.Name, lb.Spec.Type, lb.Spec.Selector)
 	}
 	s.waitMDB("no read-write address before the LoadBalancer has one", func(m *dbfleetv1alpha1.MemberDatabase) bool {
@@ -94,12 +94,12 @@ func TestReplicaShareFollowsTheHubsPrimaryEndpoint(t *testing.T) {
 	sts := s.waitSTS("StatefulSet", func(*appsv1.StatefulSet) bool { return true })
 	s.createPods(sts, 3, 4)
 	s.eventually("standbys annotated with the hub's endpoint", func() bool {
-		return s.podAnnotation("orders-3", observe.AnnotationPrimaryEndpoint) == "10.9.0.4:5432" &&
-			s.podAnnotation("orders-4", observe.AnnotationPrimaryEndpoint) == "10.9.0.4:5432"
+		return s.podAnnotation("orders-3", contract.AnnotationPrimaryEndpoint) == "10.9.0.4:5432" &&
+			s.podAnnotation("orders-4", contract.AnnotationPrimaryEndpoint) == "10.9.0.4:5432"
 	})
 	// The primary moves to another address: they follow.
 	s.touch(func(m *dbfleetv1alpha1.MemberDatabase) { m.Spec.PrimaryEndpoint = "10.9.0.8:5432" })
 	s.eventually("standbys re-pointed", func() bool {
-		return s.podAnnotation("orders-3", observe.AnnotationPrimaryEndpoint) == "10.9.0.8:5432"
+		return s.podAnnotation("orders-3", contract.AnnotationPrimaryEndpoint) == "10.9.0.8:5432"
 	})
 }

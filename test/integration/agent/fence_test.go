@@ -19,6 +19,7 @@ import (
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
 	"github.com/dbfleet/dbfleet/pkg/agent/member"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
@@ -46,12 +47,12 @@ func (s *share) podRole(name string) string {
 	if err := east.Client.Get(s.ctx, s.key(name), pod); err != nil {
 		return "error: " + err.Error()
 	}
-	return pod.Labels[dbfleetv1alpha1.LabelRole]
+	return pod.Labels[contract.LabelRole]
 }
 
 func (s *share) primaryLease() *coordinationv1.Lease {
 	lease := &coordinationv1.Lease{}
-	if err := east.Client.Get(s.ctx, s.key(fence.PrimaryLeaseName(s.db)), lease); err != nil {
+	if err := east.Client.Get(s.ctx, s.key(contract.PrimaryLeaseName(s.db)), lease); err != nil {
 		return nil
 	}
 	return lease
@@ -100,7 +101,7 @@ func TestAgentFencesWhenItLosesTheHub(t *testing.T) {
 	s.eventually("fenced", func() bool {
 		cur := &appsv1.StatefulSet{}
 		_ = east.Client.Get(s.ctx, s.key(s.db), cur)
-		return s.podRole(s.db+"-0") == string(dbfleetv1alpha1.RoleFenced) && cur.Annotations[member.AnnotationFencedEpoch] == "1"
+		return s.podRole(s.db+"-0") == contract.PodRoleFenced && cur.Annotations[member.AnnotationFencedEpoch] == "1"
 	})
 	if s.podRole(s.db+"-1") != "replica" {
 		t.Errorf("replica pod relabelled: %s", s.podRole(s.db+"-1"))
@@ -120,7 +121,7 @@ func TestAgentFencesWhenItLosesTheHub(t *testing.T) {
 	s.waitMDB("still fenced after reconnect", func(m *dbfleetv1alpha1.MemberDatabase) bool {
 		return m.Labels["touched"] != "" && condition(m, dbfleetv1alpha1.ConditionFenced, metav1.ConditionTrue)
 	})
-	if s.podRole(s.db+"-0") != string(dbfleetv1alpha1.RoleFenced) || !s.primaryLease().Spec.RenewTime.Time.Equal(leaseAtFence) {
+	if s.podRole(s.db+"-0") != contract.PodRoleFenced || !s.primaryLease().Spec.RenewTime.Time.Equal(leaseAtFence) {
 		t.Errorf("a fenced primary came back on its own: role %s, lease renewed at %s (fenced at %s)",
 			s.podRole(s.db+"-0"), s.primaryLease().Spec.RenewTime.Time, leaseAtFence)
 	}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 func leaseNamespace(t *testing.T) string {
@@ -28,7 +29,7 @@ func leaseNamespace(t *testing.T) string {
 func getLease(t *testing.T, ns, db string) *coordinationv1.Lease {
 	t.Helper()
 	l := &coordinationv1.Lease{}
-	err := east.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: fence.PrimaryLeaseName(db)}, l)
+	err := east.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: contract.PrimaryLeaseName(db)}, l)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -47,7 +48,7 @@ func TestPrimaryLeaseRenewal(t *testing.T) {
 	t0 := time.Now().Truncate(time.Microsecond) // a Lease keeps microseconds
 	labels := map[string]string{"dbfleet.io/database": db}
 
-	if err := fence.RenewPrimaryLease(ctx, east.Client, ns, db, fence.Holder(clusterName, 1), t0, 15900*time.Millisecond, labels); err != nil {
+	if err := fence.RenewPrimaryLease(ctx, east.Client, ns, db, contract.Holder(clusterName, 1), t0, 15900*time.Millisecond, labels); err != nil {
 		t.Fatal(err)
 	}
 	l := getLease(t, ns, db)
@@ -57,7 +58,7 @@ func TestPrimaryLeaseRenewal(t *testing.T) {
 	}
 
 	t1 := t0.Add(5 * time.Second)
-	if err := fence.RenewPrimaryLease(ctx, east.Client, ns, db, fence.Holder(clusterName, 1), t1, 15*time.Second, labels); err != nil {
+	if err := fence.RenewPrimaryLease(ctx, east.Client, ns, db, contract.Holder(clusterName, 1), t1, 15*time.Second, labels); err != nil {
 		t.Fatal(err)
 	}
 	l = getLease(t, ns, db)
@@ -67,7 +68,7 @@ func TestPrimaryLeaseRenewal(t *testing.T) {
 
 	// An older renewal changes nothing (not even the resourceVersion).
 	rv := l.ResourceVersion
-	if err := fence.RenewPrimaryLease(ctx, east.Client, ns, db, fence.Holder(clusterName, 1), t0, 15*time.Second, labels); err != nil {
+	if err := fence.RenewPrimaryLease(ctx, east.Client, ns, db, contract.Holder(clusterName, 1), t0, 15*time.Second, labels); err != nil {
 		t.Fatal(err)
 	}
 	if l = getLease(t, ns, db); l.ResourceVersion != rv || !l.Spec.RenewTime.Time.Equal(t1) {
@@ -76,7 +77,7 @@ func TestPrimaryLeaseRenewal(t *testing.T) {
 
 	// A new epoch is a new holder: acquired anew.
 	t2 := t1.Add(time.Second)
-	if err := fence.RenewPrimaryLease(ctx, east.Client, ns, db, fence.Holder(clusterName, 2), t2, 15*time.Second, labels); err != nil {
+	if err := fence.RenewPrimaryLease(ctx, east.Client, ns, db, contract.Holder(clusterName, 2), t2, 15*time.Second, labels); err != nil {
 		t.Fatal(err)
 	}
 	if l = getLease(t, ns, db); *l.Spec.HolderIdentity != "east/2" || !l.Spec.AcquireTime.Time.Equal(t2) {
@@ -94,7 +95,7 @@ func TestSubSecondPrimaryLeaseIsRefused(t *testing.T) {
 	if err := east.Client.Create(ctx, zero); !apierrors.IsInvalid(err) {
 		t.Fatalf("the API server took a 0 s Lease (%v): the premise of this test is gone", err)
 	}
-	err := fence.RenewPrimaryLease(ctx, east.Client, ns, db, fence.Holder(clusterName, 1), time.Now(), 900*time.Millisecond, nil)
+	err := fence.RenewPrimaryLease(ctx, east.Client, ns, db, contract.Holder(clusterName, 1), time.Now(), 900*time.Millisecond, nil)
 	if err == nil {
 		t.Fatal("a 900ms primary Lease was accepted")
 	}

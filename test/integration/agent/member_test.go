@@ -24,6 +24,7 @@ import (
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
 	"github.com/dbfleet/dbfleet/pkg/agent/member"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
@@ -185,10 +186,10 @@ func TestShareBecomesStatefulSetServiceAndBudgets(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if primary.Spec.MinAvailable.IntValue() != 1 || primary.Spec.Selector.MatchLabels[dbfleetv1alpha1.LabelRole] != "primary" {
+	if primary.Spec.MinAvailable.IntValue() != 1 || primary.Spec.Selector.MatchLabels[contract.LabelRole] != "primary" {
 		t.Errorf("primary PDB %+v", primary.Spec)
 	}
-	if replica.Spec.Selector.MatchLabels[dbfleetv1alpha1.LabelRole] != "replica" {
+	if replica.Spec.Selector.MatchLabels[contract.LabelRole] != "replica" {
 		t.Errorf("replica PDB %+v", replica.Spec)
 	}
 
@@ -229,7 +230,7 @@ func TestPodsAreLabelledWithTheirRole(t *testing.T) {
 			if err := east.Client.Get(ctx, s.key(name), pod); err != nil {
 				return false, err
 			}
-			if pod.Labels[dbfleetv1alpha1.LabelRole] != role {
+			if pod.Labels[contract.LabelRole] != role {
 				return false, nil
 			}
 		}
@@ -247,7 +248,7 @@ func TestPodsAreLabelledWithTheirRole(t *testing.T) {
 			return false, err
 		}
 		pdbErr := east.Client.Get(ctx, s.key(member.PrimaryPDBName(s.db)), &policyv1.PodDisruptionBudget{})
-		return pod.Labels[dbfleetv1alpha1.LabelRole] == "replica" && apierrors.IsNotFound(pdbErr), nil
+		return pod.Labels[contract.LabelRole] == "replica" && apierrors.IsNotFound(pdbErr), nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +337,7 @@ func TestRemovalCleansUpAndConfirms(t *testing.T) {
 			condition(m, dbfleetv1alpha1.ConditionApplied, metav1.ConditionTrue)
 	})
 	// The share's primary Lease, as a live primary leaves it behind.
-	if err := fence.RenewPrimaryLease(s.ctx, east.Client, s.ns, s.db, fence.Holder(clusterName, 1), time.Now(), 15*time.Second, nil); err != nil {
+	if err := fence.RenewPrimaryLease(s.ctx, east.Client, s.ns, s.db, contract.Holder(clusterName, 1), time.Now(), 15*time.Second, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := hub.Client.Delete(s.ctx, s.mdb); err != nil {
@@ -344,7 +345,7 @@ func TestRemovalCleansUpAndConfirms(t *testing.T) {
 	}
 	waitGone(t, hub.Client, s.mdb)
 	for _, obj := range []client.Object{
-		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: fence.PrimaryLeaseName(s.db)}},
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: contract.PrimaryLeaseName(s.db)}},
 		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.db}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.db}},
 		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: member.PrimaryPDBName(s.db)}},

@@ -29,6 +29,7 @@ import (
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
 	"github.com/dbfleet/dbfleet/pkg/agent/member"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
@@ -86,8 +87,8 @@ func TestPostgresShareGetsCredentialsServicesAndInstanceRole(t *testing.T) {
 
 	base := map[string]string{dbfleetv1alpha1.LabelDatabase: s.db, member.LabelInstance: s.db}
 	for name, want := range map[string]map[string]string{
-		s.db + "-rw": {dbfleetv1alpha1.LabelRole: "primary", dbfleetv1alpha1.LabelInstanceRole: "primary"},
-		s.db + "-ro": {dbfleetv1alpha1.LabelRole: "replica", dbfleetv1alpha1.LabelInstanceRole: "standby"},
+		s.db + "-rw": {contract.LabelRole: "primary", contract.LabelInstanceRole: "primary"},
+		s.db + "-ro": {contract.LabelRole: "replica", contract.LabelInstanceRole: "standby"},
 	} {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name}}
 		s.waitObject(svc)
@@ -190,7 +191,7 @@ func TestPostgresShareGetsCredentialsServicesAndInstanceRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := fence.RenewPrimaryLease(s.ctx, east.Client, s.ns, s.db, fence.Holder(clusterName, 1), time.Now(), 15*time.Second, nil); err != nil {
+	if err := fence.RenewPrimaryLease(s.ctx, east.Client, s.ns, s.db, contract.Holder(clusterName, 1), time.Now(), 15*time.Second, nil); err != nil {
 		t.Fatal(err)
 	}
 	other := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "other"},
@@ -199,7 +200,7 @@ func TestPostgresShareGetsCredentialsServicesAndInstanceRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	lease := &coordinationv1.Lease{}
-	if err := instance.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: fence.PrimaryLeaseName(s.db)}, lease); err != nil {
+	if err := instance.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: contract.PrimaryLeaseName(s.db)}, lease); err != nil {
 		t.Errorf("the instance cannot read its primary Lease: %v", err)
 	}
 	for _, name := range []string{s.db + "-0", s.db + "-1"} {
@@ -244,7 +245,7 @@ func TestPostgresServicesWithoutInstanceManagerSelectOnRoleAlone(t *testing.T) {
 	s := newShare(t, 1, 0, dbfleetv1alpha1.RolePrimary)
 	rw := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.db + "-rw"}}
 	s.waitObject(rw)
-	want := map[string]string{dbfleetv1alpha1.LabelDatabase: s.db, member.LabelInstance: s.db, dbfleetv1alpha1.LabelRole: "primary"}
+	want := map[string]string{dbfleetv1alpha1.LabelDatabase: s.db, member.LabelInstance: s.db, contract.LabelRole: "primary"}
 	if !maps.Equal(rw.Spec.Selector, want) {
 		t.Errorf("Service %s selects %v, want %v", rw.Name, rw.Spec.Selector, want)
 	}
@@ -344,8 +345,8 @@ func TestAgentReportsInstancesAndAvailabilityFromStatus(t *testing.T) {
 			s.podAnnotation("orders-0", "dbfleet.io/primary-endpoint") == ""
 	})
 	s.eventually("orders-0 labelled primary by its instance", func() bool {
-		return s.podLabel("orders-0", dbfleetv1alpha1.LabelInstanceRole) == "primary" &&
-			s.podLabel("orders-1", dbfleetv1alpha1.LabelInstanceRole) == ""
+		return s.podLabel("orders-0", contract.LabelInstanceRole) == "primary" &&
+			s.podLabel("orders-1", contract.LabelInstanceRole) == ""
 	})
 
 	// The standby streams: Available, and labelled so that <db>-ro selects it.
@@ -357,7 +358,7 @@ func TestAgentReportsInstancesAndAvailabilityFromStatus(t *testing.T) {
 		t.Errorf("instances[1] = %+v", in)
 	}
 	s.eventually("orders-1 labelled standby by its instance", func() bool {
-		return s.podLabel("orders-1", dbfleetv1alpha1.LabelInstanceRole) == "standby"
+		return s.podLabel("orders-1", contract.LabelInstanceRole) == "standby"
 	})
 
 	// The primary stops taking writes (fenced in the engine): its label goes, so <db>-rw
@@ -371,7 +372,7 @@ func TestAgentReportsInstancesAndAvailabilityFromStatus(t *testing.T) {
 			c != nil && c.Status == metav1.ConditionTrue && c.Reason == dbfleetv1alpha1.ReasonInstanceFenced
 	})
 	s.eventually("orders-0 no longer labelled primary", func() bool {
-		return s.podLabel("orders-0", dbfleetv1alpha1.LabelInstanceRole) == ""
+		return s.podLabel("orders-0", contract.LabelInstanceRole) == ""
 	})
 }
 

@@ -14,7 +14,7 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/member"
-	"github.com/dbfleet/dbfleet/pkg/instance/observe"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // A replica share of two is promoted with its higher ordinal as the primary pod
@@ -29,7 +29,7 @@ func TestPromotedShareMakesItsNamedPodThePrimary(t *testing.T) {
 	s.runInstancePod(sts, 11, newInstanceServer(t, `{"pod":"orders-11","role":"standby","epoch":1,"timeline":1,"receivedLSN":"0/7000000","replayedLSN":"0/7000000","streaming":true,"ready":true}`))
 	s.eventually("both pods replicas at epoch 1", func() bool {
 		return s.podRole("orders-10") == "replica" && s.podRole("orders-11") == "replica" &&
-			s.podAnnotation("orders-10", observe.AnnotationEpoch) == "1" && s.podAnnotation("orders-11", observe.AnnotationEpoch) == "1"
+			s.podAnnotation("orders-10", contract.AnnotationEpoch) == "1" && s.podAnnotation("orders-11", contract.AnnotationEpoch) == "1"
 	})
 
 	s.touch(func(m *dbfleetv1alpha1.MemberDatabase) {
@@ -37,11 +37,11 @@ func TestPromotedShareMakesItsNamedPodThePrimary(t *testing.T) {
 	})
 	s.eventually("orders-11 primary at epoch 2, orders-10 its standby", func() bool {
 		return s.podRole("orders-11") == "primary" && s.podRole("orders-10") == "replica" &&
-			s.podAnnotation("orders-11", observe.AnnotationEpoch) == "2" && s.podAnnotation("orders-10", observe.AnnotationEpoch) == "2" &&
-			s.podAnnotation("orders-11", observe.AnnotationStandbys) == "orders-10" &&
-			s.podAnnotation("orders-10", observe.AnnotationPrimaryEndpoint) != ""
+			s.podAnnotation("orders-11", contract.AnnotationEpoch) == "2" && s.podAnnotation("orders-10", contract.AnnotationEpoch) == "2" &&
+			s.podAnnotation("orders-11", contract.AnnotationStandbys) == "orders-10" &&
+			s.podAnnotation("orders-10", contract.AnnotationPrimaryEndpoint) != ""
 	})
-	if got := s.podAnnotation("orders-10", observe.AnnotationStandbys); got != "" {
+	if got := s.podAnnotation("orders-10", contract.AnnotationStandbys); got != "" {
 		t.Errorf("orders-10, a standby, keeps slots for %q", got)
 	}
 

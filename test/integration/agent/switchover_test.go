@@ -6,7 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/instance/observe"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // A switchover's two tokens cross the agent: the promotion token of the new primary's share
@@ -24,7 +24,7 @@ func TestSwitchoverTokensCrossTheAgent(t *testing.T) {
 
 	s.eventually("the promotion token on both pods, with the epoch", func() bool {
 		for _, pod := range []string{"orders-0", "orders-1"} {
-			if s.podAnnotation(pod, observe.AnnotationPromoteAfterLSN) != "0/30199A8" || s.podAnnotation(pod, observe.AnnotationEpoch) != "1" {
+			if s.podAnnotation(pod, contract.AnnotationPromoteAfterLSN) != "0/30199A8" || s.podAnnotation(pod, contract.AnnotationEpoch) != "1" {
 				return false
 			}
 		}

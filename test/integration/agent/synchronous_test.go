@@ -6,7 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/instance/observe"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // A synchronous share tells every pod (so a pod never runs as primary at an epoch without it)
@@ -27,8 +27,8 @@ func TestSynchronousShareAnnotatesItsPodsAndReportsThePrimarysQuorum(t *testing.
 
 	s.eventually("synchronous annotations on both pods", func() bool {
 		for _, pod := range []string{"orders-0", "orders-1"} {
-			if s.podAnnotation(pod, observe.AnnotationSynchronous) != "preferred 1" ||
-				s.podAnnotation(pod, observe.AnnotationSynchronousStandbys) != "orders-5,orders-6" {
+			if s.podAnnotation(pod, contract.AnnotationSynchronous) != "preferred 1" ||
+				s.podAnnotation(pod, contract.AnnotationSynchronousStandbys) != "orders-5,orders-6" {
 				return false
 			}
 		}

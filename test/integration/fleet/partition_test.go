@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/agent/fence"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/join"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
@@ -115,7 +115,7 @@ func (m *joinedMember) podRole(ns, pod string) string {
 	if err := m.env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: pod}, p); err != nil {
 		return ""
 	}
-	return p.Labels[dbfleetv1alpha1.LabelRole]
+	return p.Labels[contract.LabelRole]
 }
 
 // TestPartitionedPrimaryFencesBeforePromotion cuts the primary cluster's agent off the hub while
@@ -212,7 +212,7 @@ func primaryLoss(t *testing.T, a, b string, lose func(*joinedMember), wantFenced
 	var fencedAt, promotedAt time.Time
 	var promoted *dbfleetv1alpha1.DatabaseCluster
 	err = framework.WaitFor(ctx, 60*time.Second, "fencing and promotion", func(ctx context.Context) (bool, error) {
-		if fencedAt.IsZero() && old.podRole(ns, primaryPod) == string(dbfleetv1alpha1.RoleFenced) {
+		if fencedAt.IsZero() && old.podRole(ns, primaryPod) == contract.PodRoleFenced {
 			fencedAt = time.Now()
 		}
 		d := &dbfleetv1alpha1.DatabaseCluster{}
@@ -243,7 +243,7 @@ func primaryLoss(t *testing.T, a, b string, lose func(*joinedMember), wantFenced
 	// The old primary's member-local Lease had run out by the time of the promotion: no instant
 	// with two primaries holding unexpired Leases.
 	lease := &coordinationv1.Lease{}
-	if err := old.env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: fence.PrimaryLeaseName("orders")}, lease); err != nil {
+	if err := old.env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: contract.PrimaryLeaseName("orders")}, lease); err != nil {
 		t.Fatal(err)
 	}
 	expiry := lease.Spec.RenewTime.Add(time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second)

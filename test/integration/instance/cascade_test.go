@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/instance/decide"
-	"github.com/dbfleet/dbfleet/pkg/instance/status"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
@@ -22,37 +22,37 @@ func TestStandbyStreamsFromThePromotedPodBeforeAndAfterItPromotes(t *testing.T) 
 	east := newProc(ctx, t, "east-8", "cascade-east", "east")
 	west := newProc(ctx, t, "west-9", "cascade-west", "west")
 	south := newProc(ctx, t, "south-10", "cascade-south", "south")
-	createPod(ctx, t, east.namespace, east.pod, decide.PodRolePrimary, 1, east.endpoint(), west.pod+","+south.pod)
-	createPod(ctx, t, west.namespace, west.pod, decide.PodRoleReplica, 1, east.endpoint(), "")
-	createPod(ctx, t, south.namespace, south.pod, decide.PodRoleReplica, 1, east.endpoint(), "")
+	createPod(ctx, t, east.namespace, east.pod, contract.PodRolePrimary, 1, east.endpoint(), west.pod+","+south.pod)
+	createPod(ctx, t, west.namespace, west.pod, contract.PodRoleReplica, 1, east.endpoint(), "")
+	createPod(ctx, t, south.namespace, south.pod, contract.PodRoleReplica, 1, east.endpoint(), "")
 	eastLease := renew(t, east.namespace, decide.Holder("east", 1))
 	east.start(t)
-	east.waitStatus(ctx, t, "primary", func(s status.Status) bool { return s.Role == status.RolePrimary && s.Ready })
+	east.waitStatus(ctx, t, "primary", func(s contract.Status) bool { return s.Role == contract.RolePrimary && s.Ready })
 	execSQL(ctx, t, east, "CREATE TABLE rows (n int PRIMARY KEY)", "INSERT INTO rows SELECT generate_series(1, 100)")
 	for _, p := range []*proc{west, south} {
 		p.start(t)
-		p.waitStatus(ctx, t, "streaming from east", func(s status.Status) bool { return s.Role == status.RoleStandby && s.Streaming })
+		p.waitStatus(ctx, t, "streaming from east", func(s contract.Status) bool { return s.Role == contract.RoleStandby && s.Streaming })
 	}
 
 	// The switchover's demotion: east stops with its final LSN.
 	lsn := demote(ctx, t, east, eastLease, 2)
 	// The hub promotes west at epoch 2 and, in the same reconcile, points south and east at it;
 	// west's Lease is not there yet, so it stays a standby.
-	setPod(ctx, t, west.namespace, west.pod, decide.PodRolePrimary, 2, west.endpoint(), east.pod+","+south.pod)
+	setPod(ctx, t, west.namespace, west.pod, contract.PodRolePrimary, 2, west.endpoint(), east.pod+","+south.pod)
 	annotatePod(ctx, t, west.namespace, west.pod, map[string]string{"dbfleet.io/promote-after-lsn": lsn})
-	setPod(ctx, t, south.namespace, south.pod, decide.PodRoleReplica, 2, west.endpoint(), "")
+	setPod(ctx, t, south.namespace, south.pod, contract.PodRoleReplica, 2, west.endpoint(), "")
 	awaitStreamingFrom(ctx, t, west, south.pod)
-	if st, err := west.status(ctx); err != nil || st.Role != status.RoleStandby {
+	if st, err := west.status(ctx); err != nil || st.Role != contract.RoleStandby {
 		t.Fatalf("west %+v (%v), want a standby still", st, err)
 	}
 
 	renew(t, west.namespace, decide.Holder("west", 2))
-	west.waitStatus(ctx, t, "promoted at epoch 2", func(s status.Status) bool {
-		return s.Role == status.RolePrimary && s.Ready && s.Timeline == 2
+	west.waitStatus(ctx, t, "promoted at epoch 2", func(s contract.Status) bool {
+		return s.Role == contract.RolePrimary && s.Ready && s.Timeline == 2
 	})
 	execSQL(ctx, t, west, "INSERT INTO rows SELECT generate_series(101, 150)")
-	south.waitStatus(ctx, t, "streaming from west on timeline 2", func(s status.Status) bool {
-		return s.Role == status.RoleStandby && s.Streaming && s.Timeline == 2
+	south.waitStatus(ctx, t, "streaming from west on timeline 2", func(s contract.Status) bool {
+		return s.Role == contract.RoleStandby && s.Streaming && s.Timeline == 2
 	})
 	waitRows(ctx, t, south, 150)
 }

@@ -9,9 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/instance/decide"
-	"github.com/dbfleet/dbfleet/pkg/instance/observe"
-	"github.com/dbfleet/dbfleet/pkg/instance/status"
 )
 
 // TestSynchronousFailoverUnderWrites fails a synchronous (required) primary over while a client
@@ -27,16 +26,16 @@ func TestSynchronousFailoverUnderWrites(t *testing.T) {
 	createNamespace(ctx, t, "fw-west")
 	east := newProc(ctx, t, "east-4", "fw-east", "east")
 	west := newProc(ctx, t, "west-5", "fw-west", "west")
-	required := observe.FormatSynchronous(status.DurabilityRequired, 1)
-	createPod(ctx, t, "fw-east", east.pod, decide.PodRolePrimary, 1, east.endpoint(), west.pod)
-	annotatePod(ctx, t, "fw-east", east.pod, map[string]string{observe.AnnotationSynchronous: required, observe.AnnotationSynchronousStandbys: west.pod})
-	createPod(ctx, t, "fw-west", west.pod, decide.PodRoleReplica, 1, east.endpoint(), "")
+	required := contract.FormatSynchronous(contract.DurabilityRequired, 1)
+	createPod(ctx, t, "fw-east", east.pod, contract.PodRolePrimary, 1, east.endpoint(), west.pod)
+	annotatePod(ctx, t, "fw-east", east.pod, map[string]string{contract.AnnotationSynchronous: required, contract.AnnotationSynchronousStandbys: west.pod})
+	createPod(ctx, t, "fw-west", west.pod, contract.PodRoleReplica, 1, east.endpoint(), "")
 	eastLease := renew(t, "fw-east", decide.Holder("east", 1))
 
 	east.start(t)
 	west.start(t)
-	east.waitStatus(ctx, t, "primary with a synchronous standby", func(s status.Status) bool {
-		return s.Role == status.RolePrimary && s.Ready && s.Synchronous != nil && len(s.Synchronous.Synchronous) == 1
+	east.waitStatus(ctx, t, "primary with a synchronous standby", func(s contract.Status) bool {
+		return s.Role == contract.RolePrimary && s.Ready && s.Synchronous != nil && len(s.Synchronous.Synchronous) == 1
 	})
 	execSQL(ctx, t, east, "CREATE TABLE rows (n bigint PRIMARY KEY)")
 
@@ -44,30 +43,30 @@ func TestSynchronousFailoverUnderWrites(t *testing.T) {
 	w.waitAcks(ctx, t, east.pod, 100)
 
 	eastLease.stop() // east's agent lost the hub
-	east.waitStatus(ctx, t, "fenced", func(s status.Status) bool { return s.Role == status.RoleFenced })
+	east.waitStatus(ctx, t, "fenced", func(s contract.Status) bool { return s.Role == contract.RoleFenced })
 
 	// The agent's one patch: role, epoch, endpoint, standbys and synchronous replication together.
 	pod := &corev1.Pod{}
 	if err := member.Client.Get(ctx, client.ObjectKey{Namespace: "fw-west", Name: west.pod}, pod); err != nil {
 		t.Fatal(err)
 	}
-	pod.Labels[observe.LabelRole] = decide.PodRolePrimary
-	pod.Annotations[observe.AnnotationEpoch] = strconv.Itoa(2)
-	pod.Annotations[observe.AnnotationPrimaryEndpoint] = west.endpoint()
-	pod.Annotations[observe.AnnotationStandbys] = east.pod
-	pod.Annotations[observe.AnnotationSynchronous] = required
-	pod.Annotations[observe.AnnotationSynchronousStandbys] = east.pod
+	pod.Labels[contract.LabelRole] = contract.PodRolePrimary
+	pod.Annotations[contract.AnnotationEpoch] = strconv.Itoa(2)
+	pod.Annotations[contract.AnnotationPrimaryEndpoint] = west.endpoint()
+	pod.Annotations[contract.AnnotationStandbys] = east.pod
+	pod.Annotations[contract.AnnotationSynchronous] = required
+	pod.Annotations[contract.AnnotationSynchronousStandbys] = east.pod
 	if err := member.Client.Update(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
 	renew(t, "fw-west", decide.Holder("west", 2))
-	west.waitStatus(ctx, t, "primary at epoch 2, its commits waiting for east-4", func(s status.Status) bool {
-		return s.Role == status.RolePrimary && s.Epoch == 2 && s.Synchronous != nil && s.Synchronous.Waiting
+	west.waitStatus(ctx, t, "primary at epoch 2, its commits waiting for east-4", func(s contract.Status) bool {
+		return s.Role == contract.RolePrimary && s.Epoch == 2 && s.Synchronous != nil && s.Synchronous.Waiting
 	})
 
-	setPod(ctx, t, "fw-east", east.pod, decide.PodRoleReplica, 2, west.endpoint(), "")
-	st := east.waitStatus(ctx, t, "rejoined and streaming on timeline 2", func(s status.Status) bool {
-		return s.Role == status.RoleStandby && s.Streaming && s.Timeline == 2 && s.Rejoin != nil
+	setPod(ctx, t, "fw-east", east.pod, contract.PodRoleReplica, 2, west.endpoint(), "")
+	st := east.waitStatus(ctx, t, "rejoined and streaming on timeline 2", func(s contract.Status) bool {
+		return s.Role == contract.RoleStandby && s.Streaming && s.Timeline == 2 && s.Rejoin != nil
 	})
 	t.Logf("east-4 rejoined: %s (%s)", st.Rejoin.Method, st.Rejoin.Message)
 	w.waitAcks(ctx, t, west.pod, 100)

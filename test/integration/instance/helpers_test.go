@@ -28,9 +28,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/instance"
-	"github.com/dbfleet/dbfleet/pkg/instance/observe"
-	"github.com/dbfleet/dbfleet/pkg/instance/status"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
@@ -53,9 +52,9 @@ type secret struct{ username, password, dbname string }
 func writeSecret(t *testing.T, s secret) string {
 	t.Helper()
 	dir := t.TempDir()
-	files := map[string]string{instance.SecretKeyUsername: s.username, instance.SecretKeyPassword: s.password}
+	files := map[string]string{contract.SecretKeyUsername: s.username, contract.SecretKeyPassword: s.password}
 	if s.dbname != "" {
-		files[instance.SecretKeyDBName] = s.dbname
+		files[contract.SecretKeyDBName] = s.dbname
 	}
 	for k, v := range files {
 		if err := os.WriteFile(filepath.Join(dir, k), []byte(v), 0o600); err != nil {
@@ -183,7 +182,7 @@ func grantReadOnly(ctx context.Context, t *testing.T, namespace, pod, user strin
 	t.Helper()
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: user}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, ResourceNames: []string{pod}, Verbs: []string{"get", "watch"}},
-		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{observe.PrimaryLeaseName(database)}, Verbs: []string{"get", "watch"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{contract.PrimaryLeaseName(database)}, Verbs: []string{"get", "watch"}},
 	}}
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: user},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
@@ -232,9 +231,9 @@ func (p *proc) stop(t *testing.T) {
 	p.cmd = nil
 }
 
-func (p *proc) status(ctx context.Context) (status.Status, error) {
-	var st status.Status
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", p.httpPort, status.Path), nil)
+func (p *proc) status(ctx context.Context) (contract.Status, error) {
+	var st contract.Status
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", p.httpPort, contract.Path), nil)
 	if err != nil {
 		return st, err
 	}
@@ -247,7 +246,7 @@ func (p *proc) status(ctx context.Context) (status.Status, error) {
 }
 
 func (p *proc) ready(ctx context.Context) (bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", p.httpPort, status.ReadyPath), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", p.httpPort, contract.ReadyPath), nil)
 	if err != nil {
 		return false, err
 	}
@@ -260,9 +259,9 @@ func (p *proc) ready(ctx context.Context) (bool, error) {
 }
 
 // waitStatus waits until the instance's /status satisfies cond.
-func (p *proc) waitStatus(ctx context.Context, t *testing.T, what string, cond func(status.Status) bool) status.Status {
+func (p *proc) waitStatus(ctx context.Context, t *testing.T, what string, cond func(contract.Status) bool) contract.Status {
 	t.Helper()
-	var last status.Status
+	var last contract.Status
 	err := framework.WaitFor(ctx, waitTimeout, p.pod+" "+what, func(ctx context.Context) (bool, error) {
 		st, err := p.status(ctx)
 		if err != nil {
@@ -303,8 +302,8 @@ func (p *proc) connect(ctx context.Context, s secret, password string) (*pgx.Con
 func createPod(ctx context.Context, t *testing.T, namespace, name, role string, epoch int64, endpoint, standbys string) {
 	t.Helper()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name,
-		Labels:      map[string]string{observe.LabelRole: role},
-		Annotations: map[string]string{observe.AnnotationEpoch: strconv.FormatInt(epoch, 10), observe.AnnotationPrimaryEndpoint: endpoint, observe.AnnotationStandbys: standbys}},
+		Labels:      map[string]string{contract.LabelRole: role},
+		Annotations: map[string]string{contract.AnnotationEpoch: strconv.FormatInt(epoch, 10), contract.AnnotationPrimaryEndpoint: endpoint, contract.AnnotationStandbys: standbys}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "postgres", Image: "postgres:15"}}}}
 	if err := member.Client.Create(ctx, pod); err != nil {
 		t.Fatal(err)
@@ -318,10 +317,10 @@ func setPod(ctx context.Context, t *testing.T, namespace, name string, role stri
 	if err := member.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pod); err != nil {
 		t.Fatal(err)
 	}
-	pod.Labels[observe.LabelRole] = role
-	pod.Annotations[observe.AnnotationEpoch] = strconv.FormatInt(epoch, 10)
-	pod.Annotations[observe.AnnotationPrimaryEndpoint] = endpoint
-	pod.Annotations[observe.AnnotationStandbys] = standbys
+	pod.Labels[contract.LabelRole] = role
+	pod.Annotations[contract.AnnotationEpoch] = strconv.FormatInt(epoch, 10)
+	pod.Annotations[contract.AnnotationPrimaryEndpoint] = endpoint
+	pod.Annotations[contract.AnnotationStandbys] = standbys
 	if err := member.Client.Update(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +376,7 @@ func (r *renewer) stop() {
 func getLease(ctx context.Context, t *testing.T, namespace string) *coordinationv1.Lease {
 	t.Helper()
 	l := &coordinationv1.Lease{}
-	if err := member.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: observe.PrimaryLeaseName(database)}, l); err != nil {
+	if err := member.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: contract.PrimaryLeaseName(database)}, l); err != nil {
 		t.Fatal(err)
 	}
 	return l

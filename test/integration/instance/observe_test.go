@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/instance/observe"
 )
 
@@ -33,7 +34,7 @@ func TestObserverWatchesPodAndLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := &observe.Observer{Client: kubernetes.NewForConfigOrDie(cfg), Namespace: ns, Pod: pod,
-		Lease: observe.PrimaryLeaseName(database), Interval: time.Hour}
+		Lease: contract.PrimaryLeaseName(database), Interval: time.Hour}
 	done := make(chan struct{})
 	go func() { defer close(done); o.Run(ctx) }()
 	defer func() { cancel(); <-done }()
@@ -62,7 +63,7 @@ func TestObserverWatchesPodAndLease(t *testing.T) {
 		return s.Pod.Epoch == 2 && s.Pod.Role == "primary" && s.Pod.PrimaryEndpoint == "10.0.0.2:5432"
 	})
 
-	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: observe.PrimaryLeaseName(database)},
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: contract.PrimaryLeaseName(database)},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("east/2"), LeaseDurationSeconds: ptr.To[int32](15),
 			RenewTime: &metav1.MicroTime{Time: time.Now()}}}
 	if err := member.Client.Create(ctx, lease); err != nil {

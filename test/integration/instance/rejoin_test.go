@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/instance"
 	"github.com/dbfleet/dbfleet/pkg/instance/decide"
-	"github.com/dbfleet/dbfleet/pkg/instance/status"
 )
 
 // divergedPair makes a failover in which the old primary took writes the new one never saw:
@@ -26,15 +26,15 @@ func divergedPair(ctx context.Context, t *testing.T, prefix, oldPod, newPod stri
 	createNamespace(ctx, t, westNS)
 	old = newProc(ctx, t, oldPod, eastNS, "east")
 	next = newProc(ctx, t, newPod, westNS, "west")
-	createPod(ctx, t, eastNS, old.pod, decide.PodRolePrimary, 1, old.endpoint(), next.pod)
-	createPod(ctx, t, westNS, next.pod, decide.PodRoleReplica, 1, old.endpoint(), "")
+	createPod(ctx, t, eastNS, old.pod, contract.PodRolePrimary, 1, old.endpoint(), next.pod)
+	createPod(ctx, t, westNS, next.pod, contract.PodRoleReplica, 1, old.endpoint(), "")
 	oldLease := renew(t, eastNS, decide.Holder("east", 1))
 
 	old.start(t)
-	old.waitStatus(ctx, t, "primary", func(s status.Status) bool { return s.Role == status.RolePrimary && s.Ready })
+	old.waitStatus(ctx, t, "primary", func(s contract.Status) bool { return s.Role == contract.RolePrimary && s.Ready })
 	execSQL(ctx, t, old, "CREATE TABLE rows (n int PRIMARY KEY)", "INSERT INTO rows SELECT generate_series(1, 100)")
 	next.start(t)
-	next.waitStatus(ctx, t, "streaming", func(s status.Status) bool { return s.Role == status.RoleStandby && s.Streaming })
+	next.waitStatus(ctx, t, "streaming", func(s contract.Status) bool { return s.Role == contract.RoleStandby && s.Streaming })
 	waitRows(ctx, t, next, 100)
 
 	next.stop(t)
@@ -42,11 +42,11 @@ func divergedPair(ctx context.Context, t *testing.T, prefix, oldPod, newPod stri
 	oldLease.stop()
 	old.stop(t)
 
-	setPod(ctx, t, westNS, next.pod, decide.PodRolePrimary, 2, next.endpoint(), old.pod)
+	setPod(ctx, t, westNS, next.pod, contract.PodRolePrimary, 2, next.endpoint(), old.pod)
 	renew(t, westNS, decide.Holder("west", 2))
 	next.start(t)
-	next.waitStatus(ctx, t, "promoted at epoch 2", func(s status.Status) bool {
-		return s.Role == status.RolePrimary && s.Ready && s.Timeline == 2
+	next.waitStatus(ctx, t, "promoted at epoch 2", func(s contract.Status) bool {
+		return s.Role == contract.RolePrimary && s.Ready && s.Timeline == 2
 	})
 	execSQL(ctx, t, next, "INSERT INTO rows SELECT generate_series(1001, 1050)")
 	return old, next
@@ -87,12 +87,12 @@ func haveTheNewPrimarysRows(ctx context.Context, t *testing.T, next, old *proc) 
 
 // rejoins hands the old primary epoch 2 as a standby of the new one and waits until it streams
 // on timeline 2 with exactly the new primary's rows: 1-100 and 1001-1050, none of 101-200.
-func rejoins(ctx context.Context, t *testing.T, old, next *proc, method string) status.Status {
+func rejoins(ctx context.Context, t *testing.T, old, next *proc, method string) contract.Status {
 	t.Helper()
-	setPod(ctx, t, old.namespace, old.pod, decide.PodRoleReplica, 2, next.endpoint(), "")
+	setPod(ctx, t, old.namespace, old.pod, contract.PodRoleReplica, 2, next.endpoint(), "")
 	old.start(t)
-	st := old.waitStatus(ctx, t, "a streaming standby on timeline 2, rejoined by "+method, func(s status.Status) bool {
-		return s.Role == status.RoleStandby && s.Streaming && s.Timeline == 2 && s.Rejoin != nil && s.Rejoin.Method == method
+	st := old.waitStatus(ctx, t, "a streaming standby on timeline 2, rejoined by "+method, func(s contract.Status) bool {
+		return s.Role == contract.RoleStandby && s.Streaming && s.Timeline == 2 && s.Rejoin != nil && s.Rejoin.Method == method
 	})
 	haveTheNewPrimarysRows(ctx, t, next, old)
 	if st.Rejoin.Epoch != 2 {
@@ -106,7 +106,7 @@ func rejoins(ctx context.Context, t *testing.T, old, next *proc, method string) 
 func TestFormerPrimaryRewindsAndFollowsTheNewPrimary(t *testing.T) {
 	ctx := context.Background()
 	old, next := divergedPair(ctx, t, "rewind", "east-0", "west-1")
-	st := rejoins(ctx, t, old, next, status.RejoinRewound)
+	st := rejoins(ctx, t, old, next, contract.RejoinRewound)
 	if len(st.Diverged) != 0 {
 		t.Fatalf("diverged %v after a rewind, want none", st.Diverged)
 	}
@@ -138,7 +138,7 @@ func TestFormerPrimaryThatCannotRewindKeepsItsDataAndClones(t *testing.T) {
 			}
 		}
 	}
-	st := rejoins(ctx, t, old, next, status.RejoinRecloned)
+	st := rejoins(ctx, t, old, next, contract.RejoinRecloned)
 	aside := filepath.Join(old.volume, instance.DataDirName+".diverged-1")
 	if st.Rejoin.DivergedData != aside || !slices.Contains(st.Diverged, aside) {
 		t.Fatalf("rejoin %+v, diverged %v; want the old data directory kept as %s", st.Rejoin, st.Diverged, aside)
@@ -162,30 +162,30 @@ func TestFormerPrimaryWaitsForItsNewPrimaryToRun(t *testing.T) {
 	createNamespace(ctx, t, westNS)
 	old := newProc(ctx, t, "east-4", eastNS, "east")
 	next := newProc(ctx, t, "west-5", westNS, "west")
-	createPod(ctx, t, eastNS, old.pod, decide.PodRolePrimary, 1, old.endpoint(), next.pod)
-	createPod(ctx, t, westNS, next.pod, decide.PodRoleReplica, 1, old.endpoint(), "")
+	createPod(ctx, t, eastNS, old.pod, contract.PodRolePrimary, 1, old.endpoint(), next.pod)
+	createPod(ctx, t, westNS, next.pod, contract.PodRoleReplica, 1, old.endpoint(), "")
 	oldLease := renew(t, eastNS, decide.Holder("east", 1))
 	old.start(t)
-	old.waitStatus(ctx, t, "primary", func(s status.Status) bool { return s.Role == status.RolePrimary && s.Ready })
+	old.waitStatus(ctx, t, "primary", func(s contract.Status) bool { return s.Role == contract.RolePrimary && s.Ready })
 	execSQL(ctx, t, old, "CREATE TABLE rows (n int PRIMARY KEY)", "INSERT INTO rows SELECT generate_series(1, 100)")
 	next.start(t)
-	next.waitStatus(ctx, t, "streaming", func(s status.Status) bool { return s.Role == status.RoleStandby && s.Streaming })
+	next.waitStatus(ctx, t, "streaming", func(s contract.Status) bool { return s.Role == contract.RoleStandby && s.Streaming })
 	waitRows(ctx, t, next, 100)
 	// next keeps running as a standby, but of nobody: rows 101-200 are the old primary's alone.
-	setPod(ctx, t, westNS, next.pod, decide.PodRoleReplica, 1, "127.0.0.1:1", "")
-	next.waitStatus(ctx, t, "a standby no longer streaming", func(s status.Status) bool { return s.Role == status.RoleStandby && !s.Streaming })
+	setPod(ctx, t, westNS, next.pod, contract.PodRoleReplica, 1, "127.0.0.1:1", "")
+	next.waitStatus(ctx, t, "a standby no longer streaming", func(s contract.Status) bool { return s.Role == contract.RoleStandby && !s.Streaming })
 	execSQL(ctx, t, old, "INSERT INTO rows SELECT generate_series(101, 200)")
 	oldLease.stop()
 	old.stop(t)
 
 	// The hub has promoted next at epoch 2, but its Lease has not come yet: it stays a standby.
-	setPod(ctx, t, westNS, next.pod, decide.PodRolePrimary, 2, next.endpoint(), old.pod)
-	next.waitStatus(ctx, t, "a standby waiting for its Lease", func(s status.Status) bool {
-		return s.Role == status.RoleStandby && s.Epoch == 2
+	setPod(ctx, t, westNS, next.pod, contract.PodRolePrimary, 2, next.endpoint(), old.pod)
+	next.waitStatus(ctx, t, "a standby waiting for its Lease", func(s contract.Status) bool {
+		return s.Role == contract.RoleStandby && s.Epoch == 2
 	})
-	setPod(ctx, t, eastNS, old.pod, decide.PodRoleReplica, 2, next.endpoint(), "")
+	setPod(ctx, t, eastNS, old.pod, contract.PodRoleReplica, 2, next.endpoint(), "")
 	old.start(t)
-	waiting := old.waitStatus(ctx, t, "waiting for the new primary to run", func(s status.Status) bool {
+	waiting := old.waitStatus(ctx, t, "waiting for the new primary to run", func(s contract.Status) bool {
 		return strings.Contains(s.Message, "does not run as primary yet")
 	})
 	if waiting.Rejoin != nil {
@@ -193,12 +193,12 @@ func TestFormerPrimaryWaitsForItsNewPrimaryToRun(t *testing.T) {
 	}
 
 	renew(t, westNS, decide.Holder("west", 2))
-	next.waitStatus(ctx, t, "promoted at epoch 2", func(s status.Status) bool {
-		return s.Role == status.RolePrimary && s.Ready && s.Timeline == 2
+	next.waitStatus(ctx, t, "promoted at epoch 2", func(s contract.Status) bool {
+		return s.Role == contract.RolePrimary && s.Ready && s.Timeline == 2
 	})
 	execSQL(ctx, t, next, "INSERT INTO rows SELECT generate_series(1001, 1050)")
-	old.waitStatus(ctx, t, "a streaming standby on timeline 2, rewound", func(s status.Status) bool {
-		return s.Role == status.RoleStandby && s.Streaming && s.Timeline == 2 && s.Rejoin != nil && s.Rejoin.Method == status.RejoinRewound
+	old.waitStatus(ctx, t, "a streaming standby on timeline 2, rewound", func(s contract.Status) bool {
+		return s.Role == contract.RoleStandby && s.Streaming && s.Timeline == 2 && s.Rejoin != nil && s.Rejoin.Method == contract.RejoinRewound
 	})
 	haveTheNewPrimarysRows(ctx, t, next, old)
 }

@@ -16,10 +16,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/dbfleet/dbfleet/pkg/instance"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/instance/decide"
 	"github.com/dbfleet/dbfleet/pkg/instance/pgconf"
-	"github.com/dbfleet/dbfleet/pkg/instance/status"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
@@ -49,9 +48,9 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 	east := newProcVia(ctx, t, "east-0", "east", "east", proxy)
 	west := newProc(ctx, t, "west-1", "west", "west")
 	south := newProc(ctx, t, "south-3", "south", "south")
-	createPod(ctx, t, "east", east.pod, decide.PodRolePrimary, 1, east.endpoint(), west.pod+","+south.pod)
-	createPod(ctx, t, "west", west.pod, decide.PodRoleReplica, 1, east.endpoint(), "")
-	createPod(ctx, t, "south", south.pod, decide.PodRoleReplica, 1, east.endpoint(), "")
+	createPod(ctx, t, "east", east.pod, contract.PodRolePrimary, 1, east.endpoint(), west.pod+","+south.pod)
+	createPod(ctx, t, "west", west.pod, contract.PodRoleReplica, 1, east.endpoint(), "")
+	createPod(ctx, t, "south", south.pod, contract.PodRoleReplica, 1, east.endpoint(), "")
 	eastLease := renew(t, "east", decide.Holder("east", 1))
 	var westLease *renewer
 	top := t
@@ -70,7 +69,7 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 	})
 	step("first primary bootstraps and takes writes", func(t *testing.T) {
 		east.start(t)
-		st := east.waitStatus(ctx, t, "primary and ready", func(s status.Status) bool { return s.Role == status.RolePrimary && s.Ready })
+		st := east.waitStatus(ctx, t, "primary and ready", func(s contract.Status) bool { return s.Role == contract.RolePrimary && s.Ready })
 		if st.Epoch != 1 || st.Timeline != 1 || st.SystemIdentifier == "" {
 			t.Fatalf("status = %+v, want epoch 1, timeline 1 and a system identifier", st)
 		}
@@ -113,7 +112,7 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 
 	step("standby clones, streams and receives rows", func(t *testing.T) {
 		west.start(t)
-		st := west.waitStatus(ctx, t, "streaming standby", func(s status.Status) bool { return s.Role == status.RoleStandby && s.Ready && s.Streaming })
+		st := west.waitStatus(ctx, t, "streaming standby", func(s contract.Status) bool { return s.Role == contract.RoleStandby && s.Ready && s.Streaming })
 		primary, _ := east.status(ctx)
 		if st.SystemIdentifier != primary.SystemIdentifier {
 			t.Fatalf("standby system identifier %s, primary's %s", st.SystemIdentifier, primary.SystemIdentifier)
@@ -148,17 +147,17 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 
 	step("a second standby clones and streams", func(t *testing.T) {
 		south.start(t)
-		south.waitStatus(ctx, t, "streaming standby", func(s status.Status) bool { return s.Role == status.RoleStandby && s.Streaming })
+		south.waitStatus(ctx, t, "streaming standby", func(s contract.Status) bool { return s.Role == contract.RoleStandby && s.Streaming })
 		waitRows(ctx, t, south, 200)
 	})
 
 	step("data directory of another database is refused and kept", func(t *testing.T) {
 		other := newProc(ctx, t, "west-2", "west", "west")
 		initdbElsewhere(t, other.dataDir())
-		createPod(ctx, t, "west", other.pod, decide.PodRoleReplica, 1, east.endpoint(), "")
+		createPod(ctx, t, "west", other.pod, contract.PodRoleReplica, 1, east.endpoint(), "")
 		other.start(t)
-		other.waitStatus(ctx, t, "refusing the data directory", func(s status.Status) bool {
-			return s.Reason == status.ReasonSystemIdentifierMismatch && s.Role == status.RoleStopped
+		other.waitStatus(ctx, t, "refusing the data directory", func(s contract.Status) bool {
+			return s.Reason == contract.ReasonSystemIdentifierMismatch && s.Role == contract.RoleStopped
 		})
 		if _, err := os.Stat(filepath.Join(other.dataDir(), pgconf.VersionFile)); err != nil {
 			t.Fatalf("the refused data directory is gone: %v", err)
@@ -177,9 +176,9 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		st := west.waitStatus(ctx, t, "streaming again under a new postmaster", func(s status.Status) bool {
+		st := west.waitStatus(ctx, t, "streaming again under a new postmaster", func(s contract.Status) bool {
 			newPID, err := west.postmasterPID()
-			return err == nil && newPID != pid && s.Role == status.RoleStandby && s.Streaming
+			return err == nil && newPID != pid && s.Role == contract.RoleStandby && s.Streaming
 		})
 		if st.Restarts != 1 {
 			t.Errorf("status restarts = %d, want 1", st.Restarts)
@@ -206,17 +205,17 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 		expiry := lastRenewed.Add(time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second)
 		// And east-0 cannot read the API server any more: it fences at the last deadline it knew.
 		proxy.Partition()
-		east.waitStatus(ctx, t, "fenced", func(s status.Status) bool { return s.Role == status.RoleFenced })
+		east.waitStatus(ctx, t, "fenced", func(s contract.Status) bool { return s.Role == contract.RoleFenced })
 		w.stop()
 		last, n := w.lastSuccess()
-		if deadline := expiry.Add(-decide.FenceSafety); !last.Before(deadline) {
+		if deadline := expiry.Add(-contract.FenceSafety); !last.Before(deadline) {
 			t.Fatalf("east-0 acknowledged a write at %s, not before the Lease expiry minus fenceSafety (%s)", last.Format(time.RFC3339Nano), deadline.Format(time.RFC3339Nano))
 		}
 		t.Logf("last of %d writes acknowledged %s before the Lease expiry", n, expiry.Sub(last))
 		// Its standbys lose their primary and say why, not only that they do not stream.
 		// (While east-0's postgres shuts down the error may be a reset; once it is down, refused.)
-		south.waitStatus(ctx, t, "PrimaryUnreachable naming the endpoint and connection refused", func(s status.Status) bool {
-			return s.Role == status.RoleStandby && !s.Ready && s.Reason == status.ReasonPrimaryUnreachable &&
+		south.waitStatus(ctx, t, "PrimaryUnreachable naming the endpoint and connection refused", func(s contract.Status) bool {
+			return s.Role == contract.RoleStandby && !s.Ready && s.Reason == contract.ReasonPrimaryUnreachable &&
 				strings.Contains(s.Message, east.endpoint()) && strings.Contains(s.Message, "refused")
 		})
 		if conn, err := east.connect(ctx, app, app.password); err == nil {
@@ -229,10 +228,10 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 	})
 
 	step("standby promoted at epoch 2 takes writes", func(t *testing.T) {
-		setPod(ctx, t, "west", west.pod, decide.PodRolePrimary, 2, west.endpoint(), south.pod)
+		setPod(ctx, t, "west", west.pod, contract.PodRolePrimary, 2, west.endpoint(), south.pod)
 		// Renewed for the rest of the test, not only this step (a subtest's cleanup would stop it).
 		westLease = renew(top, "west", decide.Holder("west", 2))
-		st := west.waitStatus(ctx, t, "primary and ready", func(s status.Status) bool { return s.Role == status.RolePrimary && s.Ready })
+		st := west.waitStatus(ctx, t, "primary and ready", func(s contract.Status) bool { return s.Role == contract.RolePrimary && s.Ready })
 		if st.Epoch != 2 || st.PromotedEpoch != 2 || st.Timeline != 2 {
 			t.Fatalf("status = %+v, want epoch 2, promoted at 2, timeline 2", st)
 		}
@@ -258,7 +257,7 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 		}
 		lost := everywhere.missingOn(ctx, t, west)
 		t.Logf("asynchronous replication: %d of the %d rows east-0 acknowledged are not on west-1", len(lost), wins[0].n)
-		if s, _ := east.status(ctx); s.Role != status.RoleFenced {
+		if s, _ := east.status(ctx); s.Role != contract.RoleFenced {
 			t.Fatalf("east-0 is %s, want still fenced", s.Role)
 		}
 	})
@@ -268,13 +267,13 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		setPod(ctx, t, "south", south.pod, decide.PodRoleReplica, 2, west.endpoint(), "")
+		setPod(ctx, t, "south", south.pod, contract.PodRoleReplica, 2, west.endpoint(), "")
 		super, err := west.connect(ctx, superuser, superuser.password)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer super.Close(ctx)
-		south.waitStatus(ctx, t, "streaming from the new primary", func(s status.Status) bool {
+		south.waitStatus(ctx, t, "streaming from the new primary", func(s contract.Status) bool {
 			var state string
 			err := super.QueryRow(ctx, "SELECT state FROM pg_stat_replication WHERE application_name = $1", south.pod).Scan(&state)
 			return err == nil && state == "streaming" && s.Streaming && s.Timeline == 2
@@ -313,10 +312,10 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 		// As the kubelet does when a mounted Secret changes: every instance's files, in place.
 		for _, p := range []*proc{east, west, south} {
 			for i, s := range []secret{superuser, replication, app} {
-				rewriteFile(t, filepath.Join(p.secrets[i], instance.SecretKeyPassword), s.password)
+				rewriteFile(t, filepath.Join(p.secrets[i], contract.SecretKeyPassword), s.password)
 			}
 		}
-		west.waitStatus(ctx, t, "the new app password logs in", func(status.Status) bool {
+		west.waitStatus(ctx, t, "the new app password logs in", func(contract.Status) bool {
 			conn, err := west.connect(ctx, app, app.password)
 			if err != nil {
 				return false
@@ -336,7 +335,7 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 		// The standby reconnects with the new replication password and keeps every row coming.
 		// (A walreceiver logged in before the change stays connected: a new one proves the new
 		// password, which is all the primary accepts now.)
-		south.waitStatus(ctx, t, "a new walreceiver streaming with the new replication password", func(s status.Status) bool {
+		south.waitStatus(ctx, t, "a new walreceiver streaming with the new replication password", func(s contract.Status) bool {
 			var state string
 			err := super.QueryRow(ctx, "SELECT state FROM pg_stat_replication WHERE application_name = $1", south.pod).Scan(&state)
 			if err != nil || state != "streaming" || !s.Streaming || s.Reason != "" {
@@ -362,13 +361,13 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 	})
 
 	step("a Secret that cannot be read keeps the credentials in use and says so", func(t *testing.T) {
-		path := filepath.Join(south.secrets[1], instance.SecretKeyPassword)
+		path := filepath.Join(south.secrets[1], contract.SecretKeyPassword)
 		rewriteFile(t, path, "")
-		south.waitStatus(ctx, t, "CredentialsInvalid", func(s status.Status) bool {
-			return s.Reason == status.ReasonCredentialsInvalid && s.Streaming
+		south.waitStatus(ctx, t, "CredentialsInvalid", func(s contract.Status) bool {
+			return s.Reason == contract.ReasonCredentialsInvalid && s.Streaming
 		})
 		rewriteFile(t, path, replication.password)
-		south.waitStatus(ctx, t, "the reason cleared", func(s status.Status) bool {
+		south.waitStatus(ctx, t, "the reason cleared", func(s contract.Status) bool {
 			return s.Reason == "" && s.Streaming
 		})
 	})
@@ -377,11 +376,11 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 		// east's agent comes back and renews at epoch 1; east-0 sees the API server again.
 		renew(t, "east", decide.Holder("east", 1))
 		proxy.Heal()
-		st := east.waitStatus(ctx, t, "seeing the renewed Lease", func(s status.Status) bool {
+		st := east.waitStatus(ctx, t, "seeing the renewed Lease", func(s contract.Status) bool {
 			seen, err := time.Parse(time.RFC3339Nano, s.LeaseRenewTime)
 			return err == nil && seen.After(lastRenewed)
 		})
-		if st.Role != status.RoleFenced {
+		if st.Role != contract.RoleFenced {
 			t.Fatalf("east-0 under a renewed Lease at epoch 1 is %s, want fenced until a higher epoch", st.Role)
 		}
 		if conn, err := east.connect(ctx, app, app.password); err == nil {
@@ -405,8 +404,8 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 		if err := member.Client.Update(ctx, lease); err != nil {
 			t.Fatal(err)
 		}
-		west.waitStatus(ctx, t, "fenced for clock skew", func(s status.Status) bool {
-			return s.Role == status.RoleFenced && s.Reason == status.ReasonClockSkew
+		west.waitStatus(ctx, t, "fenced for clock skew", func(s contract.Status) bool {
+			return s.Role == contract.RoleFenced && s.Reason == contract.ReasonClockSkew
 		})
 		if conn, err := west.connect(ctx, app, app.password); err == nil {
 			_, err = conn.Exec(ctx, "INSERT INTO rows VALUES (-2)")
@@ -421,7 +420,7 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 func waitRows(ctx context.Context, t *testing.T, p *proc, want int) {
 	t.Helper()
 	var n int
-	p.waitStatus(ctx, t, "has every row", func(status.Status) bool {
+	p.waitStatus(ctx, t, "has every row", func(contract.Status) bool {
 		conn, err := p.connect(ctx, app, app.password)
 		if err != nil {
 			return false

@@ -11,9 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/instance/decide"
-	"github.com/dbfleet/dbfleet/pkg/instance/observe"
-	"github.com/dbfleet/dbfleet/pkg/instance/status"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
@@ -23,13 +22,13 @@ import (
 // does, for the instance to report where its WAL ended, and returns that final LSN.
 func demote(ctx context.Context, t *testing.T, p *proc, lease *renewer, epoch int64) string {
 	t.Helper()
-	setPod(ctx, t, p.namespace, p.pod, decide.PodRoleReplica, epoch, "", "")
+	setPod(ctx, t, p.namespace, p.pod, contract.PodRoleReplica, epoch, "", "")
 	lease.stop()
 	if err := fence.ReleasePrimaryLease(ctx, member.Client, p.namespace, database, p.cluster, epoch); err != nil {
 		t.Fatal(err)
 	}
-	st := p.waitStatus(ctx, t, "stopped as primary, with its final LSN", func(s status.Status) bool {
-		return s.Role != status.RolePrimary && s.Demoted != nil && s.Demoted.Epoch == epoch-1 && s.Demoted.FinalLSN != ""
+	st := p.waitStatus(ctx, t, "stopped as primary, with its final LSN", func(s contract.Status) bool {
+		return s.Role != contract.RolePrimary && s.Demoted != nil && s.Demoted.Epoch == epoch-1 && s.Demoted.FinalLSN != ""
 	})
 	t.Logf("%s stopped as primary at epoch %d: final LSN %s on timeline %d", p.pod, st.Demoted.Epoch, st.Demoted.FinalLSN, st.Demoted.Timeline)
 	return st.Demoted.FinalLSN
@@ -44,10 +43,10 @@ func promoteAfter(ctx context.Context, t *testing.T, p *proc, epoch int64, lsn, 
 	if err := member.Client.Get(ctx, client.ObjectKey{Namespace: p.namespace, Name: p.pod}, pod); err != nil {
 		t.Fatal(err)
 	}
-	pod.Labels[observe.LabelRole] = decide.PodRolePrimary
-	pod.Annotations[observe.AnnotationEpoch] = strconv.FormatInt(epoch, 10)
-	pod.Annotations[observe.AnnotationStandbys] = standbys
-	pod.Annotations[observe.AnnotationPromoteAfterLSN] = lsn
+	pod.Labels[contract.LabelRole] = contract.PodRolePrimary
+	pod.Annotations[contract.AnnotationEpoch] = strconv.FormatInt(epoch, 10)
+	pod.Annotations[contract.AnnotationStandbys] = standbys
+	pod.Annotations[contract.AnnotationPromoteAfterLSN] = lsn
 	if err := member.Client.Update(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
@@ -69,36 +68,36 @@ func TestSwitchoverUnderWrites(t *testing.T) {
 	createNamespace(ctx, t, "sw-west")
 	east := newProc(ctx, t, "east-6", "sw-east", "east")
 	west := newProc(ctx, t, "west-7", "sw-west", "west")
-	createPod(ctx, t, "sw-east", east.pod, decide.PodRolePrimary, 1, east.endpoint(), west.pod)
-	createPod(ctx, t, "sw-west", west.pod, decide.PodRoleReplica, 1, east.endpoint(), "")
+	createPod(ctx, t, "sw-east", east.pod, contract.PodRolePrimary, 1, east.endpoint(), west.pod)
+	createPod(ctx, t, "sw-west", west.pod, contract.PodRoleReplica, 1, east.endpoint(), "")
 	eastLease := renew(t, "sw-east", decide.Holder("east", 1))
 
 	east.start(t)
-	east.waitStatus(ctx, t, "primary", func(s status.Status) bool { return s.Role == status.RolePrimary && s.Ready })
+	east.waitStatus(ctx, t, "primary", func(s contract.Status) bool { return s.Role == contract.RolePrimary && s.Ready })
 	execSQL(ctx, t, east, "CREATE TABLE rows (n bigint PRIMARY KEY)")
 	west.start(t)
-	west.waitStatus(ctx, t, "streaming", func(s status.Status) bool { return s.Role == status.RoleStandby && s.Streaming })
+	west.waitStatus(ctx, t, "streaming", func(s contract.Status) bool { return s.Role == contract.RoleStandby && s.Streaming })
 
 	w := startMultiWriter(t, east, west)
 	w.waitAcks(ctx, t, east.pod, 200)
 
 	final := demote(ctx, t, east, eastLease, 2)
 	promoteAfter(ctx, t, west, 2, final, east.pod)
-	promoted := west.waitStatus(ctx, t, "primary at epoch 2 on timeline 2", func(s status.Status) bool {
-		return s.Role == status.RolePrimary && s.Ready && s.Epoch == 2 && s.PromotedEpoch == 2 && s.Timeline == 2
+	promoted := west.waitStatus(ctx, t, "primary at epoch 2 on timeline 2", func(s contract.Status) bool {
+		return s.Role == contract.RolePrimary && s.Ready && s.Epoch == 2 && s.PromotedEpoch == 2 && s.Timeline == 2
 	})
-	finalLSN, _ := decide.ParseLSN(final)
-	if at, err := decide.ParseLSN(promoted.ReceivedLSN); err != nil || at <= finalLSN {
+	finalLSN, _ := contract.ParseLSN(final)
+	if at, err := contract.ParseLSN(promoted.ReceivedLSN); err != nil || at <= finalLSN {
 		t.Errorf("the new primary writes at %s (%v), not past the old primary's final LSN %s", promoted.ReceivedLSN, err, final)
 	}
 
-	setPod(ctx, t, "sw-east", east.pod, decide.PodRoleReplica, 2, west.endpoint(), "")
-	st := east.waitStatus(ctx, t, "rejoined and streaming on timeline 2", func(s status.Status) bool {
-		return s.Role == status.RoleStandby && s.Streaming && s.Timeline == 2 && s.Rejoin != nil
+	setPod(ctx, t, "sw-east", east.pod, contract.PodRoleReplica, 2, west.endpoint(), "")
+	st := east.waitStatus(ctx, t, "rejoined and streaming on timeline 2", func(s contract.Status) bool {
+		return s.Role == contract.RoleStandby && s.Streaming && s.Timeline == 2 && s.Rejoin != nil
 	})
-	if st.Rejoin.Method != status.RejoinNoRewindNeeded {
+	if st.Rejoin.Method != contract.RejoinNoRewindNeeded {
 		t.Errorf("the old primary rejoined by %s (%s), want %s: after a switchover it holds nothing the new primary lacks",
-			st.Rejoin.Method, st.Rejoin.Message, status.RejoinNoRewindNeeded)
+			st.Rejoin.Method, st.Rejoin.Message, contract.RejoinNoRewindNeeded)
 	}
 	w.waitAcks(ctx, t, west.pod, 200)
 	w.stop()
@@ -137,27 +136,27 @@ func TestSwitchoverTargetWithoutTheFinalWALDoesNotPromote(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(link.Close)
-	createPod(ctx, t, "swl-east", east.pod, decide.PodRolePrimary, 1, east.endpoint(), west.pod)
-	createPod(ctx, t, "swl-west", west.pod, decide.PodRoleReplica, 1, link.Addr(), "")
+	createPod(ctx, t, "swl-east", east.pod, contract.PodRolePrimary, 1, east.endpoint(), west.pod)
+	createPod(ctx, t, "swl-west", west.pod, contract.PodRoleReplica, 1, link.Addr(), "")
 	eastLease := renew(t, "swl-east", decide.Holder("east", 1))
 
 	east.start(t)
-	east.waitStatus(ctx, t, "primary", func(s status.Status) bool { return s.Role == status.RolePrimary && s.Ready })
+	east.waitStatus(ctx, t, "primary", func(s contract.Status) bool { return s.Role == contract.RolePrimary && s.Ready })
 	execSQL(ctx, t, east, "CREATE TABLE rows (n int PRIMARY KEY)", "INSERT INTO rows SELECT generate_series(1, 100)")
 	west.start(t)
-	west.waitStatus(ctx, t, "streaming", func(s status.Status) bool { return s.Role == status.RoleStandby && s.Streaming })
+	west.waitStatus(ctx, t, "streaming", func(s contract.Status) bool { return s.Role == contract.RoleStandby && s.Streaming })
 	waitRows(ctx, t, west, 100)
 
 	link.Partition()
-	west.waitStatus(ctx, t, "not streaming", func(s status.Status) bool { return s.Role == status.RoleStandby && !s.Streaming })
+	west.waitStatus(ctx, t, "not streaming", func(s contract.Status) bool { return s.Role == contract.RoleStandby && !s.Streaming })
 	execSQL(ctx, t, east, "INSERT INTO rows SELECT generate_series(101, 200)") // acknowledged by east alone
 
 	final := demote(ctx, t, east, eastLease, 2)
 	westLease := promoteAfter(ctx, t, west, 2, final, east.pod)
-	st := west.waitStatus(ctx, t, "waiting to replay past the old primary's final LSN", func(s status.Status) bool {
-		return s.Epoch == 2 && s.Reason == status.ReasonWaitingForReplay && strings.Contains(s.Message, final)
+	st := west.waitStatus(ctx, t, "waiting to replay past the old primary's final LSN", func(s contract.Status) bool {
+		return s.Epoch == 2 && s.Reason == contract.ReasonWaitingForReplay && strings.Contains(s.Message, final)
 	})
-	if st.Role != status.RoleStandby || st.PromotedEpoch == 2 {
+	if st.Role != contract.RoleStandby || st.PromotedEpoch == 2 {
 		t.Fatalf("the target is %s (promoted at epoch %d) without the old primary's last WAL; want a standby", st.Role, st.PromotedEpoch)
 	}
 	t.Logf("%s: %s (replayed %s)", west.pod, st.Message, st.ReplayedLSN)
@@ -181,17 +180,17 @@ func TestSwitchoverTargetWithoutTheFinalWALDoesNotPromote(t *testing.T) {
 	// (its instance must say it acts on 3 and never promoted at 2: the hub's proof that it took
 	// no write), and the old primary is handed the primary back at 3 with the same final LSN,
 	// which its own WAL ends at.
-	setPod(ctx, t, "swl-west", west.pod, decide.PodRoleReplica, 3, "", "")
+	setPod(ctx, t, "swl-west", west.pod, contract.PodRoleReplica, 3, "", "")
 	westLease.stop()
 	if err := fence.ReleasePrimaryLease(ctx, member.Client, "swl-west", database, "west", 3); err != nil {
 		t.Fatal(err)
 	}
-	west.waitStatus(ctx, t, "acting on epoch 3, never promoted at 2", func(s status.Status) bool {
-		return s.Epoch == 3 && s.Role != status.RolePrimary && s.PromotedEpoch < 2
+	west.waitStatus(ctx, t, "acting on epoch 3, never promoted at 2", func(s contract.Status) bool {
+		return s.Epoch == 3 && s.Role != contract.RolePrimary && s.PromotedEpoch < 2
 	})
 	promoteAfter(ctx, t, east, 3, final, west.pod)
-	back := east.waitStatus(ctx, t, "primary again at epoch 3", func(s status.Status) bool {
-		return s.Role == status.RolePrimary && s.Ready && s.Epoch == 3 && s.PromotedEpoch == 3
+	back := east.waitStatus(ctx, t, "primary again at epoch 3", func(s contract.Status) bool {
+		return s.Role == contract.RolePrimary && s.Ready && s.Epoch == 3 && s.PromotedEpoch == 3
 	})
 	t.Logf("%s primary again at epoch 3 on timeline %d after replaying past its own final LSN %s", east.pod, back.Timeline, final)
 	execSQL(ctx, t, east, "INSERT INTO rows VALUES (201)")
@@ -199,9 +198,9 @@ func TestSwitchoverTargetWithoutTheFinalWALDoesNotPromote(t *testing.T) {
 
 	// The target follows it and gets every row, the 100 it missed included.
 	link.Heal()
-	setPod(ctx, t, "swl-west", west.pod, decide.PodRoleReplica, 3, link.Addr(), "")
-	west.waitStatus(ctx, t, "streaming from the primary at epoch 3", func(s status.Status) bool {
-		return s.Role == status.RoleStandby && s.Streaming && s.Epoch == 3
+	setPod(ctx, t, "swl-west", west.pod, contract.PodRoleReplica, 3, link.Addr(), "")
+	west.waitStatus(ctx, t, "streaming from the primary at epoch 3", func(s contract.Status) bool {
+		return s.Role == contract.RoleStandby && s.Streaming && s.Epoch == 3
 	})
 	waitRows(ctx, t, west, 201)
 }

@@ -9,9 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/instance/decide"
-	"github.com/dbfleet/dbfleet/pkg/instance/observe"
-	"github.com/dbfleet/dbfleet/pkg/instance/status"
 )
 
 // TestSynchronousReplication runs a primary in east with one synchronous standby in west.
@@ -26,12 +25,12 @@ func TestSynchronousReplication(t *testing.T) {
 	}
 	east := newProc(ctx, t, "east-0", "sync-east", "east")
 	west := newProc(ctx, t, "west-1", "sync-west", "west")
-	createPod(ctx, t, "sync-east", east.pod, decide.PodRolePrimary, 1, east.endpoint(), west.pod)
+	createPod(ctx, t, "sync-east", east.pod, contract.PodRolePrimary, 1, east.endpoint(), west.pod)
 	annotatePod(ctx, t, "sync-east", east.pod, map[string]string{
-		observe.AnnotationSynchronous:         observe.FormatSynchronous(status.DurabilityRequired, 1),
-		observe.AnnotationSynchronousStandbys: west.pod,
+		contract.AnnotationSynchronous:         contract.FormatSynchronous(contract.DurabilityRequired, 1),
+		contract.AnnotationSynchronousStandbys: west.pod,
 	})
-	createPod(ctx, t, "sync-west", west.pod, decide.PodRoleReplica, 1, east.endpoint(), "")
+	createPod(ctx, t, "sync-west", west.pod, contract.PodRoleReplica, 1, east.endpoint(), "")
 	renew(t, "sync-east", decide.Holder("east", 1))
 
 	step := func(name string, f func(t *testing.T)) {
@@ -48,24 +47,24 @@ func TestSynchronousReplication(t *testing.T) {
 		t.Cleanup(func() { _ = conn.Close(ctx) })
 		return conn
 	}
-	synchronousWith := func(s status.Status, pod string) bool {
+	synchronousWith := func(s contract.Status, pod string) bool {
 		return s.Synchronous != nil && slices.Contains(s.Synchronous.Synchronous, pod)
 	}
 
 	step("the primary bootstraps waiting for its synchronous standby, which then confirms commits", func(t *testing.T) {
 		east.start(t)
 		// The roles are the manager's own writes: they do not wait, or no standby could clone.
-		east.waitStatus(ctx, t, "primary waiting for a synchronous standby", func(s status.Status) bool {
-			return s.Role == status.RolePrimary && !s.Ready && s.Reason == status.ReasonWaitingForSynchronousStandbys &&
+		east.waitStatus(ctx, t, "primary waiting for a synchronous standby", func(s contract.Status) bool {
+			return s.Role == contract.RolePrimary && !s.Ready && s.Reason == contract.ReasonWaitingForSynchronousStandbys &&
 				s.Synchronous != nil && s.Synchronous.Waiting
 		})
 		west.start(t)
 		// (pg_basebackup's WAL stream, named west-1-clone, never counts.)
-		st := east.waitStatus(ctx, t, "west-1 synchronous", func(s status.Status) bool {
-			return s.Role == status.RolePrimary && s.Ready && synchronousWith(s, west.pod) && !s.Synchronous.Waiting &&
+		st := east.waitStatus(ctx, t, "west-1 synchronous", func(s contract.Status) bool {
+			return s.Role == contract.RolePrimary && s.Ready && synchronousWith(s, west.pod) && !s.Synchronous.Waiting &&
 				len(s.Replication) == 1
 		})
-		if sync := st.Synchronous; sync.StandbyNames != `ANY 1 ("west-1")` || sync.Number != 1 || sync.Durability != status.DurabilityRequired {
+		if sync := st.Synchronous; sync.StandbyNames != `ANY 1 ("west-1")` || sync.Number != 1 || sync.Durability != contract.DurabilityRequired {
 			t.Fatalf("synchronous = %+v, want ANY 1 (\"west-1\") in effect, required", sync)
 		}
 		if r := st.Replication[0]; r.Pod != west.pod || r.SyncState != "quorum" || r.State != "streaming" {
@@ -86,8 +85,8 @@ func TestSynchronousReplication(t *testing.T) {
 
 	step("required: a commit waits while the synchronous standby is down and returns once it is back", func(t *testing.T) {
 		west.stop(t)
-		east.waitStatus(ctx, t, "waiting for synchronous standbys", func(s status.Status) bool {
-			return s.Role == status.RolePrimary && !s.Ready && s.Reason == status.ReasonWaitingForSynchronousStandbys && s.Synchronous.Waiting
+		east.waitStatus(ctx, t, "waiting for synchronous standbys", func(s contract.Status) bool {
+			return s.Role == contract.RolePrimary && !s.Ready && s.Reason == contract.ReasonWaitingForSynchronousStandbys && s.Synchronous.Waiting
 		})
 		conn, err := east.connect(ctx, app, app.password)
 		if err != nil {
@@ -103,7 +102,7 @@ func TestSynchronousReplication(t *testing.T) {
 			done <- err
 		}()
 		s := super(t)
-		east.waitStatus(ctx, t, "the commit waiting in SyncRep", func(status.Status) bool {
+		east.waitStatus(ctx, t, "the commit waiting in SyncRep", func(contract.Status) bool {
 			var event string
 			err := s.QueryRow(ctx, "SELECT coalesce(wait_event, '') FROM pg_stat_activity WHERE pid = $1", pid).Scan(&event)
 			return err == nil && event == "SyncRep"
@@ -129,7 +128,7 @@ func TestSynchronousReplication(t *testing.T) {
 		west.start(t)
 		waitDone(ctx, t, done, "the waiting commit")
 		_ = conn.Close(ctx)
-		east.waitStatus(ctx, t, "synchronous again", func(s status.Status) bool {
+		east.waitStatus(ctx, t, "synchronous again", func(s contract.Status) bool {
 			return s.Ready && s.Reason == "" && synchronousWith(s, west.pod)
 		})
 		waitRowsAtLeast(ctx, t, west, 2)
@@ -137,14 +136,14 @@ func TestSynchronousReplication(t *testing.T) {
 
 	step("preferred: with the standby down the primary commits alone and says so", func(t *testing.T) {
 		annotatePod(ctx, t, "sync-east", east.pod, map[string]string{
-			observe.AnnotationSynchronous: observe.FormatSynchronous(status.DurabilityPreferred, 1),
+			contract.AnnotationSynchronous: contract.FormatSynchronous(contract.DurabilityPreferred, 1),
 		})
-		east.waitStatus(ctx, t, "preferred and synchronous", func(s status.Status) bool {
-			return s.Synchronous != nil && s.Synchronous.Durability == status.DurabilityPreferred && synchronousWith(s, west.pod)
+		east.waitStatus(ctx, t, "preferred and synchronous", func(s contract.Status) bool {
+			return s.Synchronous != nil && s.Synchronous.Durability == contract.DurabilityPreferred && synchronousWith(s, west.pod)
 		})
 		west.stop(t)
-		st := east.waitStatus(ctx, t, "degraded to asynchronous", func(s status.Status) bool {
-			return s.Reason == status.ReasonSynchronousDegraded && s.Ready && s.Synchronous.Degraded && s.Synchronous.StandbyNames == ""
+		st := east.waitStatus(ctx, t, "degraded to asynchronous", func(s contract.Status) bool {
+			return s.Reason == contract.ReasonSynchronousDegraded && s.Ready && s.Synchronous.Degraded && s.Synchronous.StandbyNames == ""
 		})
 		if st.Synchronous.Number != 0 {
 			t.Fatalf("synchronous = %+v, want number 0 in effect", st.Synchronous)
@@ -162,7 +161,7 @@ func TestSynchronousReplication(t *testing.T) {
 		waitDone(ctx, t, done, "a commit with the synchronous standby down")
 
 		west.start(t)
-		st = east.waitStatus(ctx, t, "synchronous again", func(s status.Status) bool {
+		st = east.waitStatus(ctx, t, "synchronous again", func(s contract.Status) bool {
 			return s.Reason == "" && synchronousWith(s, west.pod) && s.Synchronous.Number == 1
 		})
 		if st.Synchronous.StandbyNames != `ANY 1 ("west-1")` {
@@ -190,7 +189,7 @@ func waitDone(ctx context.Context, t *testing.T, done <-chan error, what string)
 func waitRowsAtLeast(ctx context.Context, t *testing.T, p *proc, want int) {
 	t.Helper()
 	var n int
-	p.waitStatus(ctx, t, "has the rows", func(status.Status) bool {
+	p.waitStatus(ctx, t, "has the rows", func(contract.Status) bool {
 		conn, err := p.connect(ctx, app, app.password)
 		if err != nil {
 			return false

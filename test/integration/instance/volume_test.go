@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/instance/decide"
-	"github.com/dbfleet/dbfleet/pkg/instance/status"
 )
 
 // A primary whose volume fills up: writes fail, the status says VolumeFull with what to do, and
@@ -33,10 +33,10 @@ func TestFullVolumeSaysSoAndRecoversWhenItGrows(t *testing.T) {
 	createNamespace(ctx, t, "full")
 	p := newProc(ctx, t, "full-0", "full", "full")
 	p.volume = dir
-	createPod(ctx, t, "full", p.pod, decide.PodRolePrimary, 1, p.endpoint(), "")
+	createPod(ctx, t, "full", p.pod, contract.PodRolePrimary, 1, p.endpoint(), "")
 	renew(t, "full", decide.Holder("full", 1))
 	p.start(t)
-	p.waitStatus(ctx, t, "primary and ready", func(s status.Status) bool { return s.Role == status.RolePrimary && s.Ready })
+	p.waitStatus(ctx, t, "primary and ready", func(s contract.Status) bool { return s.Role == contract.RolePrimary && s.Ready })
 
 	conn, err := p.connect(ctx, app, app.password)
 	if err != nil {
@@ -60,7 +60,7 @@ func TestFullVolumeSaysSoAndRecoversWhenItGrows(t *testing.T) {
 		t.Fatal("64 MiB took every write")
 	}
 	t.Logf("%d rows acknowledged, then: %v", acked, writeErr)
-	st := p.waitStatus(ctx, t, "VolumeFull", func(s status.Status) bool { return s.Reason == status.ReasonVolumeFull })
+	st := p.waitStatus(ctx, t, "VolumeFull", func(s contract.Status) bool { return s.Reason == contract.ReasonVolumeFull })
 	for _, want := range []string{dir, "free of 64Mi", "grow spec.storage.size", "nothing is deleted"} {
 		if !strings.Contains(st.Message, want) {
 			t.Errorf("status message %q does not say %q", st.Message, want)
@@ -74,8 +74,8 @@ func TestFullVolumeSaysSoAndRecoversWhenItGrows(t *testing.T) {
 	if out, err := exec.Command("mount", "-o", "remount,size=512m", dir).CombinedOutput(); err != nil {
 		t.Fatalf("grow tmpfs: %v: %s", err, out)
 	}
-	p.waitStatus(ctx, t, "primary and ready again", func(s status.Status) bool {
-		return s.Role == status.RolePrimary && s.Ready && s.Reason != status.ReasonVolumeFull
+	p.waitStatus(ctx, t, "primary and ready again", func(s contract.Status) bool {
+		return s.Role == contract.RolePrimary && s.Ready && s.Reason != contract.ReasonVolumeFull
 	})
 	conn, err = p.connect(ctx, app, app.password)
 	if err != nil {

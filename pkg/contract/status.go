@@ -1,6 +1,4 @@
-// Package status is the wire type of the instance manager's /status endpoint, small enough for
-// the agent (which reads /status and reports it) to import without the instance's dependencies.
-package status
+package contract
 
 // Path is where the instance manager serves Status as JSON; Port is its default HTTP port.
 const (
@@ -131,12 +129,6 @@ type Status struct {
 	Reason  Reason `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
 }
-
-// Durability values (api/v1alpha1 DataDurability).
-const (
-	DurabilityRequired  = "required"
-	DurabilityPreferred = "preferred"
-)
 
 // Synchronous is a primary's synchronous replication; the field names are the API's
 // InstanceSynchronous.
