@@ -11,112 +11,158 @@ import (
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 )
 
-// setStatus fills the MemberDatabase status from what the pass did. The epoch reported is the one
-// the agent acted on: it is reported only once the share acts at it (pass.atEpoch), even when
-// other objects failed.
+// setStatus fills the MemberDatabase status from what the pass did: the share's counts and its
+// instances' reports, then one condition at a time. The epoch reported is the one the agent acted
+// on: it is reported only once the share acts at it (pass.atEpoch), even when other objects failed.
 func setStatus(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult, fenced bool) {
-	st := &mdb.Status
-	gen := mdb.Generation
-	set := func(t string, status metav1.ConditionStatus, reason, msg string) {
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen,
-		})
+	mdb.Status.ObservedGeneration = mdb.Generation
+	if pass.atEpoch {
+		mdb.Status.Epoch = mdb.Spec.Epoch
 	}
-	st.ObservedGeneration = gen
-	sts := pass.sts
+	setCounts(mdb, pass)
+	setAppliedCondition(mdb, pass)
+	setDegradedCondition(mdb, pass)
+	setFencedCondition(mdb, pass, fenced)
+	setClockSkewCondition(mdb, pass)
+	available, progressing := readinessOf(mdb, pass, fenced)
+	setCondition(mdb, dbfleetv1alpha1.ConditionAvailable, available.status, available.reason, available.message)
+	setCondition(mdb, dbfleetv1alpha1.ConditionProgressing, progressing.status, progressing.reason, progressing.message)
+}
+
+// setCondition sets one condition at the MemberDatabase's generation.
+func setCondition(mdb *dbfleetv1alpha1.MemberDatabase, t string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&mdb.Status.Conditions, metav1.Condition{
+		Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: mdb.Generation,
+	})
+}
+
+// imageMessage says which of the share's pods cannot get their image; empty when all can.
+func (p passResult) imageMessage() string { return strings.Join(p.imageProblems, "; ") }
+
+// applyFailure is the reason of Applied and Degraded when an object failed: a conflict (an object
+// dbfleet did not create) only a person can resolve, or a failure a retry may mend.
+func applyFailure(err error) string {
+	if isConflict(err) {
+		return dbfleetv1alpha1.ReasonNotManagedByAgent
+	}
+	return dbfleetv1alpha1.ReasonApplyFailed
+}
+
+// setCounts reports the StatefulSet's replicas, the version the share runs once it runs it, and
+// the instances' reports and endpoints (kept as they were while the StatefulSet is not known).
+func setCounts(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult) {
+	st := &mdb.Status
+	if pass.sts == nil {
+		st.Replicas, st.ReadyReplicas = 0, 0
+		return
+	}
+	st.Replicas, st.ReadyReplicas = pass.sts.Status.Replicas, pass.sts.Status.ReadyReplicas
+	if runsSpecVersion(mdb, pass.sts) {
+		st.Version = mdb.Spec.Database.Version
+	}
+	st.Instances, st.Endpoints = nil, nil
+	if pass.instanceManaged || pass.imageMessage() != "" {
+		st.Instances, st.Endpoints = pass.instances, pass.endpoints
+	}
+}
+
+func setAppliedCondition(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult) {
 	stsKey := mdb.Spec.DatabaseRef.Namespace + "/" + mdb.Spec.DatabaseRef.Name
-	switch applyErr := pass.err(); {
-	case applyErr != nil:
-		reason := dbfleetv1alpha1.ReasonApplyFailed
-		if isConflict(applyErr) {
-			reason = dbfleetv1alpha1.ReasonNotManagedByAgent
-		}
-		set(dbfleetv1alpha1.ConditionApplied, metav1.ConditionFalse, reason, applyErr.Error())
-		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, applyErr.Error())
+	switch err := pass.err(); {
+	case err != nil:
+		setCondition(mdb, dbfleetv1alpha1.ConditionApplied, metav1.ConditionFalse, applyFailure(err), err.Error())
 	case pass.storage != nil:
-		// Running as asked but for the volumes' size: nothing is broken, the user has to act.
-		set(dbfleetv1alpha1.ConditionApplied, metav1.ConditionFalse, pass.storage.reason, pass.storage.message)
-		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionFalse, dbfleetv1alpha1.ReasonAsExpected, "the share runs as applied")
+		setCondition(mdb, dbfleetv1alpha1.ConditionApplied, metav1.ConditionFalse, pass.storage.reason, pass.storage.message)
 	case pass.replacing:
-		set(dbfleetv1alpha1.ConditionApplied, metav1.ConditionTrue, dbfleetv1alpha1.ReasonReplacingStatefulSet,
+		setCondition(mdb, dbfleetv1alpha1.ConditionApplied, metav1.ConditionTrue, dbfleetv1alpha1.ReasonReplacingStatefulSet,
 			fmt.Sprintf("StatefulSet %s is being replaced at epoch %d so that its claim template asks for %s; its pods and volumes stay",
 				stsKey, mdb.Spec.Epoch, mdb.Spec.Database.Storage.Size.String()))
-		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionFalse, dbfleetv1alpha1.ReasonAsExpected, "the share is applied as asked")
 	default:
-		set(dbfleetv1alpha1.ConditionApplied, metav1.ConditionTrue, dbfleetv1alpha1.ReasonApplied,
+		setCondition(mdb, dbfleetv1alpha1.ConditionApplied, metav1.ConditionTrue, dbfleetv1alpha1.ReasonApplied,
 			fmt.Sprintf("StatefulSet %s applied at epoch %d", stsKey, mdb.Spec.Epoch))
-		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionFalse, dbfleetv1alpha1.ReasonAsExpected, "the share is applied as asked")
 	}
-	imageMsg := strings.Join(pass.imageProblems, "; ")
-	if imageMsg != "" && pass.err() == nil {
+}
+
+func setDegradedCondition(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult) {
+	switch err, imageMsg := pass.err(), pass.imageMessage(); {
+	case err != nil:
+		setCondition(mdb, dbfleetv1alpha1.ConditionDegraded, metav1.ConditionTrue, applyFailure(err), err.Error())
+	case imageMsg != "":
 		// Applied as asked, but the pods can never start: the user has to change the version or
 		// the image.
-		set(dbfleetv1alpha1.ConditionDegraded, metav1.ConditionTrue, dbfleetv1alpha1.ReasonImagePullFailed, imageMsg)
+		setCondition(mdb, dbfleetv1alpha1.ConditionDegraded, metav1.ConditionTrue, dbfleetv1alpha1.ReasonImagePullFailed, imageMsg)
+	case pass.storage != nil:
+		// Running as asked but for the volumes' size: nothing is broken, the user has to act.
+		setCondition(mdb, dbfleetv1alpha1.ConditionDegraded, metav1.ConditionFalse, dbfleetv1alpha1.ReasonAsExpected, "the share runs as applied")
+	default:
+		setCondition(mdb, dbfleetv1alpha1.ConditionDegraded, metav1.ConditionFalse, dbfleetv1alpha1.ReasonAsExpected, "the share is applied as asked")
 	}
-	if pass.atEpoch {
-		st.Epoch = mdb.Spec.Epoch
-	}
+}
+
+func setFencedCondition(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult, fenced bool) {
 	switch {
 	case fenced && pass.fenceMessage != "":
-		set(dbfleetv1alpha1.ConditionFenced, metav1.ConditionTrue, dbfleetv1alpha1.ReasonPrimaryLeaseLapsed, pass.fenceMessage)
+		setCondition(mdb, dbfleetv1alpha1.ConditionFenced, metav1.ConditionTrue, dbfleetv1alpha1.ReasonPrimaryLeaseLapsed, pass.fenceMessage)
 	case fenced:
-		set(dbfleetv1alpha1.ConditionFenced, metav1.ConditionTrue, dbfleetv1alpha1.ReasonHubLeaseExpired,
+		setCondition(mdb, dbfleetv1alpha1.ConditionFenced, metav1.ConditionTrue, dbfleetv1alpha1.ReasonHubLeaseExpired,
 			fmt.Sprintf("the agent fenced its primary at epoch %d: no successful hub renewal within fenceAfter; it stays fenced until the hub hands out a higher epoch", mdb.Spec.Epoch))
 	case mdb.Spec.Role == dbfleetv1alpha1.RolePrimary && pass.instanceFencedAt > 0 && pass.instanceFencedAt == mdb.Spec.Epoch:
 		// The engine fenced itself (it saw no Lease renewal in time: a busy API server, say)
 		// while the agent kept its hub lease. It stays fenced until a higher epoch, so say so:
 		// the hub hands the share one when its cluster is healthy (repromoteFencedPrimary).
-		set(dbfleetv1alpha1.ConditionFenced, metav1.ConditionTrue, dbfleetv1alpha1.ReasonInstanceFenced,
+		setCondition(mdb, dbfleetv1alpha1.ConditionFenced, metav1.ConditionTrue, dbfleetv1alpha1.ReasonInstanceFenced,
 			fmt.Sprintf("the primary instance fenced itself at epoch %d (it saw no primary Lease renewal in time); it stays fenced until the hub hands out a higher epoch", mdb.Spec.Epoch))
 	default:
-		set(dbfleetv1alpha1.ConditionFenced, metav1.ConditionFalse, dbfleetv1alpha1.ReasonNotFenced, "the share's primary is not fenced")
+		setCondition(mdb, dbfleetv1alpha1.ConditionFenced, metav1.ConditionFalse, dbfleetv1alpha1.ReasonNotFenced, "the share's primary is not fenced")
 	}
+}
+
+// setClockSkewCondition reports the instances' clocks against the agent's; a pass that measured
+// none (no instance answered with its time) leaves the condition as it was.
+func setClockSkewCondition(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult) {
 	switch {
 	case pass.clocks.skewed:
-		set(dbfleetv1alpha1.ConditionClockSkew, metav1.ConditionTrue, dbfleetv1alpha1.ReasonClocksDisagree, pass.clocks.message)
+		setCondition(mdb, dbfleetv1alpha1.ConditionClockSkew, metav1.ConditionTrue, dbfleetv1alpha1.ReasonClocksDisagree, pass.clocks.message)
 	case pass.clocks.measured:
-		set(dbfleetv1alpha1.ConditionClockSkew, metav1.ConditionFalse, dbfleetv1alpha1.ReasonClocksAgree, pass.clocks.message)
+		setCondition(mdb, dbfleetv1alpha1.ConditionClockSkew, metav1.ConditionFalse, dbfleetv1alpha1.ReasonClocksAgree, pass.clocks.message)
 	}
+}
+
+// verdict is one condition's status, reason and message.
+type verdict struct {
+	status          metav1.ConditionStatus
+	reason, message string
+}
+
+// readinessOf judges the share once for Available and Progressing: its StatefulSet rolled out
+// and ready, and, where the instance manager runs, a primary that takes writes and every standby
+// streaming.
+func readinessOf(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult, fenced bool) (available, progressing verdict) {
+	sts := pass.sts
 	if sts == nil {
-		st.Replicas, st.ReadyReplicas = 0, 0
-		set(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionUnknown, dbfleetv1alpha1.ReasonStatefulSetUnknown, "the StatefulSet is not applied")
-		set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionUnknown, dbfleetv1alpha1.ReasonStatefulSetUnknown, "the StatefulSet is not applied")
-		return
+		v := verdict{metav1.ConditionUnknown, dbfleetv1alpha1.ReasonStatefulSetUnknown, "the StatefulSet is not applied"}
+		return v, v
 	}
-	want := mdb.Spec.Replicas
-	st.Replicas, st.ReadyReplicas = sts.Status.Replicas, sts.Status.ReadyReplicas
-	if runsSpecVersion(mdb, sts) {
-		st.Version = mdb.Spec.Database.Version
+	if msg := pass.imageMessage(); msg != "" {
+		return verdict{metav1.ConditionFalse, dbfleetv1alpha1.ReasonImagePullFailed, msg},
+			verdict{metav1.ConditionTrue, dbfleetv1alpha1.ReasonImagePullFailed, msg}
 	}
-	if imageMsg != "" {
-		st.Instances, st.Endpoints = pass.instances, pass.endpoints
-		set(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionFalse, dbfleetv1alpha1.ReasonImagePullFailed, imageMsg)
-		set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, dbfleetv1alpha1.ReasonImagePullFailed, imageMsg)
-		return
-	}
-	current := sts.Status.ObservedGeneration >= sts.Generation
-	if pass.instanceManaged {
-		st.Instances, st.Endpoints = pass.instances, pass.endpoints
-	} else {
-		st.Instances, st.Endpoints = nil, nil
-	}
-	if current && st.ReadyReplicas >= want && sts.Status.UpdatedReplicas >= want && pass.instanceManaged {
+	want, ready := mdb.Spec.Replicas, sts.Status.ReadyReplicas
+	rolledOut := sts.Status.ObservedGeneration >= sts.Generation && ready >= want && sts.Status.UpdatedReplicas >= want
+	if rolledOut && pass.instanceManaged {
 		// The pods are ready; the database is available only if the instances say a primary
 		// takes writes and every standby streams.
 		if ok, msg := instancesAvailable(pass.instances, want, mdb.Spec.Role == dbfleetv1alpha1.RolePrimary && !fenced); !ok {
-			set(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionFalse, dbfleetv1alpha1.ReasonInstancesNotReady, msg)
-			set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, dbfleetv1alpha1.ReasonInstancesNotReady, msg)
-			return
+			return verdict{metav1.ConditionFalse, dbfleetv1alpha1.ReasonInstancesNotReady, msg},
+				verdict{metav1.ConditionTrue, dbfleetv1alpha1.ReasonInstancesNotReady, msg}
 		}
 	}
-	if current && st.ReadyReplicas >= want && sts.Status.UpdatedReplicas >= want {
-		set(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue, dbfleetv1alpha1.ReasonAllReplicasReady, fmt.Sprintf("%d/%d replicas ready", st.ReadyReplicas, want))
-		set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionFalse, dbfleetv1alpha1.ReasonUpToDate, "every replica runs the current spec")
-		return
+	if rolledOut {
+		return verdict{metav1.ConditionTrue, dbfleetv1alpha1.ReasonAllReplicasReady, fmt.Sprintf("%d/%d replicas ready", ready, want)},
+			verdict{metav1.ConditionFalse, dbfleetv1alpha1.ReasonUpToDate, "every replica runs the current spec"}
 	}
-	set(dbfleetv1alpha1.ConditionAvailable, metav1.ConditionFalse, dbfleetv1alpha1.ReasonReplicasNotReady, fmt.Sprintf("%d/%d replicas ready", st.ReadyReplicas, want))
-	set(dbfleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, dbfleetv1alpha1.ReasonRollingOut,
-		fmt.Sprintf("%d/%d replicas updated, %d ready", sts.Status.UpdatedReplicas, want, st.ReadyReplicas))
+	return verdict{metav1.ConditionFalse, dbfleetv1alpha1.ReasonReplicasNotReady, fmt.Sprintf("%d/%d replicas ready", ready, want)},
+		verdict{metav1.ConditionTrue, dbfleetv1alpha1.ReasonRollingOut, fmt.Sprintf("%d/%d replicas updated, %d ready", sts.Status.UpdatedReplicas, want, ready)}
 }
 
 // runsSpecVersion says whether the share really runs spec.database's version: the StatefulSet's

@@ -108,3 +108,76 @@ func TestVersionIsReportedOnceTheRolloutIsDone(t *testing.T) {
 		})
 	}
 }
+
+// Available and Progressing come from one judgement of the share, in order: the StatefulSet
+// unknown, an image the pods cannot get, the instances' own word where the instance manager
+// runs, then the rollout.
+func TestReadinessOfAShare(t *testing.T) {
+	rolled := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Generation: 2},
+		Status: appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 2, ReadyReplicas: 2, UpdatedReplicas: 2}}
+	rolling := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Generation: 2},
+		Status: appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 2, ReadyReplicas: 2, UpdatedReplicas: 1}}
+	primary := dbfleetv1alpha1.InstanceStatus{Pod: "orders-0", Role: dbfleetv1alpha1.InstanceRunningPrimary, Ready: true}
+	standby := dbfleetv1alpha1.InstanceStatus{Pod: "orders-1", Role: dbfleetv1alpha1.InstanceRunningStandby, Ready: true}
+	lagging := dbfleetv1alpha1.InstanceStatus{Pod: "orders-1", Role: dbfleetv1alpha1.InstanceRunningStandby}
+	for _, tc := range []struct {
+		name                  string
+		pass                  passResult
+		fenced                bool
+		available, progressed metav1.ConditionStatus
+		reason, progressing   string
+	}{
+		{"no StatefulSet", passResult{}, false, metav1.ConditionUnknown, metav1.ConditionUnknown,
+			dbfleetv1alpha1.ReasonStatefulSetUnknown, dbfleetv1alpha1.ReasonStatefulSetUnknown},
+		{"an image the pods cannot get", passResult{sts: rolled, imageProblems: []string{"orders-1: ErrImagePull"}}, false,
+			metav1.ConditionFalse, metav1.ConditionTrue, dbfleetv1alpha1.ReasonImagePullFailed, dbfleetv1alpha1.ReasonImagePullFailed},
+		{"rolled out, no instance manager", passResult{sts: rolled}, false,
+			metav1.ConditionTrue, metav1.ConditionFalse, dbfleetv1alpha1.ReasonAllReplicasReady, dbfleetv1alpha1.ReasonUpToDate},
+		{"rolled out, the instances say so", passResult{sts: rolled, instanceManaged: true, instances: []dbfleetv1alpha1.InstanceStatus{primary, standby}}, false,
+			metav1.ConditionTrue, metav1.ConditionFalse, dbfleetv1alpha1.ReasonAllReplicasReady, dbfleetv1alpha1.ReasonUpToDate},
+		{"rolled out, a standby does not stream", passResult{sts: rolled, instanceManaged: true, instances: []dbfleetv1alpha1.InstanceStatus{primary, lagging}}, false,
+			metav1.ConditionFalse, metav1.ConditionTrue, dbfleetv1alpha1.ReasonInstancesNotReady, dbfleetv1alpha1.ReasonInstancesNotReady},
+		{"rolled out, fenced: a running primary is one too many", passResult{sts: rolled, instanceManaged: true, instances: []dbfleetv1alpha1.InstanceStatus{primary, standby}}, true,
+			metav1.ConditionFalse, metav1.ConditionTrue, dbfleetv1alpha1.ReasonInstancesNotReady, dbfleetv1alpha1.ReasonInstancesNotReady},
+		{"rolling out", passResult{sts: rolling}, false,
+			metav1.ConditionFalse, metav1.ConditionTrue, dbfleetv1alpha1.ReasonReplicasNotReady, dbfleetv1alpha1.ReasonRollingOut},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mdb := &dbfleetv1alpha1.MemberDatabase{ObjectMeta: metav1.ObjectMeta{Generation: 3},
+				Spec: dbfleetv1alpha1.MemberDatabaseSpec{Epoch: 1, Replicas: 2, Role: dbfleetv1alpha1.RolePrimary}}
+			setStatus(mdb, tc.pass, tc.fenced)
+			a := meta.FindStatusCondition(mdb.Status.Conditions, dbfleetv1alpha1.ConditionAvailable)
+			p := meta.FindStatusCondition(mdb.Status.Conditions, dbfleetv1alpha1.ConditionProgressing)
+			if a.Status != tc.available || a.Reason != tc.reason || p.Status != tc.progressed || p.Reason != tc.progressing || a.Message == "" || p.Message == "" {
+				t.Errorf("Available %s/%s %q, Progressing %s/%s %q; want %s/%s, %s/%s", a.Status, a.Reason, a.Message, p.Status, p.Reason, p.Message,
+					tc.available, tc.reason, tc.progressed, tc.progressing)
+			}
+		})
+	}
+}
+
+// Degraded names the worst of what the pass found: a failed object, then an image the pods
+// cannot get, and never a volume size the user has to change.
+func TestDegradedNamesTheWorstProblem(t *testing.T) {
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Generation: 1}}
+	kept := &storageKept{reason: dbfleetv1alpha1.ReasonStorageNotExpandable, message: "no"}
+	failed := errors.New("apply Service shop/orders: forbidden")
+	for _, tc := range []struct {
+		name   string
+		pass   passResult
+		status metav1.ConditionStatus
+		reason string
+	}{
+		{"a failed object and a missing image", passResult{sts: sts, errs: []error{failed}, imageProblems: []string{"orders-0: ErrImagePull"}},
+			metav1.ConditionTrue, dbfleetv1alpha1.ReasonApplyFailed},
+		{"a missing image and a kept volume size", passResult{sts: sts, storage: kept, imageProblems: []string{"orders-0: ErrImagePull"}},
+			metav1.ConditionTrue, dbfleetv1alpha1.ReasonImagePullFailed},
+		{"a kept volume size", passResult{sts: sts, storage: kept}, metav1.ConditionFalse, dbfleetv1alpha1.ReasonAsExpected},
+	} {
+		mdb := &dbfleetv1alpha1.MemberDatabase{Spec: dbfleetv1alpha1.MemberDatabaseSpec{Replicas: 1}}
+		setStatus(mdb, tc.pass, false)
+		if d := meta.FindStatusCondition(mdb.Status.Conditions, dbfleetv1alpha1.ConditionDegraded); d.Status != tc.status || d.Reason != tc.reason {
+			t.Errorf("%s: Degraded %s/%s, want %s/%s", tc.name, d.Status, d.Reason, tc.status, tc.reason)
+		}
+	}
+}
