@@ -5,6 +5,10 @@
 // the standbys, and serves /healthz, /readyz and /status.
 //
 // Its parts: options.go (flags with environment fallbacks, the mounted Secrets), manager.go
-// (the loop that observes, decides and acts), actions.go (bootstrap, clone, standby, rejoin with
-// pg_rewind, promote, primary and its synchronous_standby_names, fence), guard.go (the fence timer), server.go (HTTP and the status it reports).
+// (the loop that observes, decides and acts), and one file per kind of action: bootstrap.go
+// (initdb, or a clone of the primary with pg_basebackup), standby.go, rejoin.go (pg_rewind, or
+// the data kept aside), primary.go (promote, replication slots, synchronous_standby_names),
+// fence.go, postgres.go (starting postgres, its configuration, a connection to it);
+// credentials.go (the mounted Secrets followed), guard.go (the fence timer), server.go (HTTP and
+// the status it reports).
 package instance
