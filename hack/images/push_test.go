@@ -21,8 +21,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/dbfleet/dbfleet/hack/images/ociimage"
 	"github.com/dbfleet/dbfleet/pkg/images"
-	"github.com/dbfleet/dbfleet/pkg/ociimage"
 )
 
 // TestPushedHubAndAgentImages builds the hub and agent images as `make images` does, pushes them
