@@ -31,10 +31,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/internal/process"
 	"github.com/dbfleet/dbfleet/pkg/join"
 	"github.com/dbfleet/dbfleet/pkg/scheme"
 	"github.com/dbfleet/dbfleet/test/framework"
-	"github.com/dbfleet/dbfleet/test/framework/process"
 )
 
 // Simulation says, in every report, what is real and what is simulated.
