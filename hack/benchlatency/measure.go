@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -52,6 +53,8 @@ var stepNames = [nSteps]string{
 	"apply → every MemberDatabase on the hub",
 }
 
+// measure runs the passes on the federation in d: each pass creates its databases, waits until
+// every one is through every step, and deletes them again.
 func measure(ctx context.Context, d layout.Dir, o options) (*results, error) {
 	st, err := d.Load()
 	if err != nil {
@@ -72,47 +75,8 @@ func measure(ctx context.Context, d layout.Dir, o options) (*results, error) {
 	defer cancel()
 
 	// Watches first, so no event of the databases is missed.
-	hubNamespaces := map[string]cache.Config{namespace: {}}
-	for _, m := range members {
-		hubNamespaces[dbfleetv1alpha1.MemberNamespace(m)] = cache.Config{}
-	}
-	hubCache, err := cache.New(hubCfg, cache.Options{Scheme: framework.Scheme, DefaultNamespaces: hubNamespaces})
-	if err != nil {
+	if err := watch(ctx, d, hubCfg, members, rec); err != nil {
 		return nil, err
-	}
-	if err := onEvents(ctx, hubCache, &dbfleetv1alpha1.DatabaseCluster{}, func(obj client.Object) {
-		rec.database(obj.(*dbfleetv1alpha1.DatabaseCluster))
-	}); err != nil {
-		return nil, err
-	}
-	if err := onEvents(ctx, hubCache, &dbfleetv1alpha1.MemberDatabase{}, func(obj client.Object) {
-		rec.memberDatabase(obj.(*dbfleetv1alpha1.MemberDatabase))
-	}); err != nil {
-		return nil, err
-	}
-	caches := []cache.Cache{hubCache}
-	for _, m := range members {
-		cfg, err := clientcmd.BuildConfigFromFlags("", d.Kubeconfig(m))
-		if err != nil {
-			return nil, err
-		}
-		c, err := cache.New(cfg, cache.Options{Scheme: framework.Scheme, DefaultNamespaces: map[string]cache.Config{namespace: {}}})
-		if err != nil {
-			return nil, err
-		}
-		if err := onEvents(ctx, c, &appsv1.StatefulSet{}, func(obj client.Object) { rec.statefulSet(m, obj.(*appsv1.StatefulSet)) }); err != nil {
-			return nil, err
-		}
-		if err := onEvents(ctx, c, &corev1.Pod{}, func(obj client.Object) { rec.pod(m, obj.(*corev1.Pod)) }); err != nil {
-			return nil, err
-		}
-		caches = append(caches, c)
-	}
-	for _, c := range caches {
-		go func() { _ = c.Start(ctx) }()
-		if !c.WaitForCacheSync(ctx) {
-			return nil, errors.New("caches did not sync")
-		}
 	}
 
 	if err := setUp(ctx, hub, members); err != nil {
@@ -123,65 +87,136 @@ func measure(ctx context.Context, d layout.Dir, o options) (*results, error) {
 		return nil, err
 	}
 	res := &results{}
-	for _, pass := range []struct {
-		name   string
-		n      int
-		prefix string
-		burst  bool
-	}{{fmt.Sprintf("%d one at a time", o.one), o.one, "one", false}, {fmt.Sprintf("burst of %d", o.burst), o.burst, "burst", true}} {
-		if pass.n == 0 {
+	for _, ps := range passes(o) {
+		if ps.n == 0 {
 			continue
 		}
-		before, err := readMetrics(ctx, metrics, st.HubMetrics)
+		p, err := runPass(ctx, hub, metrics, st.HubMetrics, rec, ps, o)
 		if err != nil {
 			return res, err
-		}
-		start := time.Now()
-		names := make([]string, pass.n)
-		for i := range names {
-			names[i] = fmt.Sprintf("%s-%03d", pass.prefix, i)
-		}
-		for i, name := range names {
-			rec.created(name, time.Now())
-			if err := hub.Create(ctx, newDatabase(name, o.replicas)); err != nil {
-				return res, fmt.Errorf("create %s: %w", name, err)
-			}
-			if !pass.burst {
-				if err := rec.await(ctx, o.waitOne, names[i:i+1]); err != nil {
-					return res, err
-				}
-			}
-		}
-		if err := rec.await(ctx, o.waitBurst, names); err != nil {
-			return res, err
-		}
-		after, err := readMetrics(ctx, metrics, st.HubMetrics)
-		if err != nil {
-			return res, err
-		}
-		p := passResult{name: pass.name, n: pass.n, elapsed: time.Since(start),
-			reconcile: after.reconciles - before.reconciles,
-			dbcWrites: after.dbcStatusWrites - before.dbcStatusWrites,
-			mdbWrites: after.mdbStatusWrites - before.mdbStatusWrites}
-		for _, name := range names {
-			p.dbs = append(p.dbs, name)
-			p.created = append(p.created, rec.createdTime(name))
-			for i, v := range rec.steps(name) {
-				p.steps[i] = append(p.steps[i], v)
-			}
 		}
 		res.passes = append(res.passes, p)
-		logf("%s: done in %.1fs", pass.name, p.elapsed.Seconds())
+		logf("%s: done in %.1fs", ps.name, p.elapsed.Seconds())
 		p.printSteps(os.Stdout)
 		// A member's Service range (/24) holds about 125 databases' client Services: the next
 		// pass starts on a fleet without these.
-		start = time.Now()
-		if err := deleteAll(ctx, hub, names, o.waitBurst); err != nil {
+		start := time.Now()
+		if err := deleteAll(ctx, hub, p.dbs, o.waitBurst); err != nil {
 			return res, err
 		}
-		logf("%s: deleted, every member confirmed, in %.1fs", pass.name, time.Since(start).Seconds())
+		logf("%s: deleted, every member confirmed, in %.1fs", ps.name, time.Since(start).Seconds())
 	}
 	return res, nil
+}
+
+// watch starts caches of the hub (DatabaseClusters, MemberDatabases) and of every member
+// (StatefulSets, Pods) that tell rec what they see, and waits until they are synced; they stop
+// with ctx.
+func watch(ctx context.Context, d layout.Dir, hubCfg *rest.Config, members []string, rec *recorder) error {
+	hubNamespaces := map[string]cache.Config{namespace: {}}
+	for _, m := range members {
+		hubNamespaces[dbfleetv1alpha1.MemberNamespace(m)] = cache.Config{}
+	}
+	hubCache, err := cache.New(hubCfg, cache.Options{Scheme: framework.Scheme, DefaultNamespaces: hubNamespaces})
+	if err != nil {
+		return err
+	}
+	if err := onEvents(ctx, hubCache, &dbfleetv1alpha1.DatabaseCluster{}, func(obj client.Object) {
+		rec.database(obj.(*dbfleetv1alpha1.DatabaseCluster))
+	}); err != nil {
+		return err
+	}
+	if err := onEvents(ctx, hubCache, &dbfleetv1alpha1.MemberDatabase{}, func(obj client.Object) {
+		rec.memberDatabase(obj.(*dbfleetv1alpha1.MemberDatabase))
+	}); err != nil {
+		return err
+	}
+	caches := []cache.Cache{hubCache}
+	for _, m := range members {
+		cfg, err := clientcmd.BuildConfigFromFlags("", d.Kubeconfig(m))
+		if err != nil {
+			return err
+		}
+		c, err := cache.New(cfg, cache.Options{Scheme: framework.Scheme, DefaultNamespaces: map[string]cache.Config{namespace: {}}})
+		if err != nil {
+			return err
+		}
+		if err := onEvents(ctx, c, &appsv1.StatefulSet{}, func(obj client.Object) { rec.statefulSet(m, obj.(*appsv1.StatefulSet)) }); err != nil {
+			return err
+		}
+		if err := onEvents(ctx, c, &corev1.Pod{}, func(obj client.Object) { rec.pod(m, obj.(*corev1.Pod)) }); err != nil {
+			return err
+		}
+		caches = append(caches, c)
+	}
+	for _, c := range caches {
+		go func() { _ = c.Start(ctx) }()
+		if !c.WaitForCacheSync(ctx) {
+			return errors.New("caches did not sync")
+		}
+	}
+	return nil
+}
+
+// pass is one round of the benchmark: n databases named prefix-NNN, created back to back when
+// burst, else each once the previous one is through every step.
+type pass struct {
+	name   string
+	n      int
+	prefix string
+	burst  bool
+}
+
+func passes(o options) []pass {
+	return []pass{
+		{fmt.Sprintf("%d one at a time", o.one), o.one, "one", false},
+		{fmt.Sprintf("burst of %d", o.burst), o.burst, "burst", true},
+	}
+}
+
+// runPass creates the databases of ps, waits until every one is through every step, and returns
+// their figures and what the hub did meanwhile.
+func runPass(ctx context.Context, hub client.Client, metrics *discovery.DiscoveryClient, hubMetricsAddr string,
+	rec *recorder, ps pass, o options) (passResult, error) {
+	before, err := readMetrics(ctx, metrics, hubMetricsAddr)
+	if err != nil {
+		return passResult{}, err
+	}
+	start := time.Now()
+	names := make([]string, ps.n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%03d", ps.prefix, i)
+	}
+	for i, name := range names {
+		rec.created(name, time.Now())
+		if err := hub.Create(ctx, newDatabase(name, o.replicas)); err != nil {
+			return passResult{}, fmt.Errorf("create %s: %w", name, err)
+		}
+		if !ps.burst {
+			if err := rec.await(ctx, o.waitOne, names[i:i+1]); err != nil {
+				return passResult{}, err
+			}
+		}
+	}
+	if err := rec.await(ctx, o.waitBurst, names); err != nil {
+		return passResult{}, err
+	}
+	after, err := readMetrics(ctx, metrics, hubMetricsAddr)
+	if err != nil {
+		return passResult{}, err
+	}
+	p := passResult{name: ps.name, n: ps.n, elapsed: time.Since(start),
+		reconcile: after.reconciles - before.reconciles,
+		dbcWrites: after.dbcStatusWrites - before.dbcStatusWrites,
+		mdbWrites: after.mdbStatusWrites - before.mdbStatusWrites}
+	for _, name := range names {
+		p.dbs = append(p.dbs, name)
+		p.created = append(p.created, rec.createdTime(name))
+		for i, v := range rec.steps(name) {
+			p.steps[i] = append(p.steps[i], v)
+		}
+	}
+	return p, nil
 }
 
 // onEvents calls f with the object of every add and update event of obj's kind.
