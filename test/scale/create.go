@@ -17,6 +17,51 @@ import (
 // createDatabases creates the policies and the databases, and waits until all are Available.
 func (b *bench) createDatabases(ctx context.Context) error {
 	ng := groups(b.cfg.Clusters)
+	if err := b.createPolicies(ctx, ng); err != nil {
+		return err
+	}
+	if err := createNamespaces(ctx, b.admin); err != nil {
+		return err
+	}
+	var err error
+	if b.obs, err = startObserver(ctx, b.env.Config, cache.Options{Scheme: framework.Scheme}); err != nil {
+		return err
+	}
+	b.progress("created %d ClusterPropagationPolicies (4 kinds in each of %d groups); creating %d DatabaseClusters", 4*ng, ng, b.cfg.Databases)
+
+	before, err := b.sampleCounters(ctx)
+	if err != nil {
+		return err
+	}
+	stopProfiles := b.startProfiles(ctx)
+	first := time.Now()
+	lastCreate, err := b.createDatabaseClusters(ctx, ng)
+	if err != nil {
+		stopProfiles()
+		return err
+	}
+	b.progress("created %d DatabaseClusters in %.1f s; waiting for all to be Available", b.cfg.Databases, lastCreate.Sub(first).Seconds())
+	err = waitFor(ctx, b.cfg.Timeout, "every DatabaseCluster Available", func() (bool, error) {
+		_, _, available := b.obs.counts()
+		if b.every(5 * time.Second) {
+			b.createProgress(b.cfg.Databases)
+		}
+		return available == b.cfg.Databases, nil
+	})
+	stopProfiles()
+	allAvailable := time.Now()
+	b.recordCreate(ctx, before, first, lastCreate, allAvailable)
+	if err != nil {
+		return err
+	}
+	c := b.report.Create
+	b.progress("all %d Available %.1f s after the last create; created → Available p50 %.2f s, p99 %.2f s",
+		b.cfg.Databases, c.AfterLast, c.Available.P50, c.Available.P99)
+	return nil
+}
+
+// createPolicies creates the ClusterPropagationPolicies of each of the ng groups of clusters.
+func (b *bench) createPolicies(ctx context.Context, ng int) error {
 	for g := range ng {
 		var members []string
 		for i := g * groupSize; i < min((g+1)*groupSize, b.cfg.Clusters); i++ {
@@ -28,24 +73,34 @@ func (b *bench) createDatabases(ctx context.Context) error {
 			}
 		}
 	}
-	if err := createNamespaces(ctx, b.admin); err != nil {
-		return err
-	}
-	var err error
-	if b.obs, err = startObserver(ctx, b.env.Config, cache.Options{Scheme: framework.Scheme}); err != nil {
-		return err
-	}
-	b.progress("created %d ClusterPropagationPolicies (4 kinds in each of %d groups); creating %d DatabaseClusters", 4*ng, ng, b.cfg.Databases)
+	return nil
+}
 
-	metricsBefore, err := b.metricsGet(ctx)
+// counters are what the creation phase's figures are measured from: the hub API server's
+// metrics, every process's CPU time, the hub's cluster lapses and the agents' counts.
+type counters struct {
+	metrics         families
+	cpu             map[string]procSample
+	lapsed, unheard int
+	agents          AgentFigures
+}
+
+// sampleCounters reads the counters before the databases are created.
+func (b *bench) sampleCounters(ctx context.Context) (counters, error) {
+	metrics, err := b.metricsGet(ctx)
 	if err != nil {
-		return err
+		return counters{}, err
 	}
-	cpuBefore := b.cpuSnapshot()
-	lapsedBefore, unheardBefore := b.clustersLapsed(ctx)
-	agentsBefore := agentCounts()
-	stopProfiles := b.startProfiles(ctx)
-	first := time.Now()
+	c := counters{metrics: metrics, cpu: b.cpuSnapshot()}
+	c.lapsed, c.unheard = b.clustersLapsed(ctx)
+	c.agents = agentCounts()
+	return c, nil
+}
+
+// createDatabaseClusters creates the run's DatabaseClusters as creatorUser from 16 workers,
+// records when each was created, and returns when the last create returned; it stops at the
+// first failed create.
+func (b *bench) createDatabaseClusters(ctx context.Context, ng int) (lastCreate time.Time, err error) {
 	var last atomic.Int64
 	var createdN atomic.Int64
 	work := make(chan int)
@@ -94,38 +149,24 @@ func (b *bench) createDatabases(ctx context.Context) error {
 		}
 	}
 	if produceErr != nil {
-		stopProfiles()
-		return produceErr
+		return time.Time{}, produceErr
 	}
-	lastCreate := time.Unix(0, last.Load())
-	b.progress("created %d DatabaseClusters in %.1f s; waiting for all to be Available", b.cfg.Databases, lastCreate.Sub(first).Seconds())
-	err = waitFor(ctx, b.cfg.Timeout, "every DatabaseCluster Available", func() (bool, error) {
-		_, _, available := b.obs.counts()
-		if b.every(5 * time.Second) {
-			b.createProgress(b.cfg.Databases)
-		}
-		return available == b.cfg.Databases, nil
-	})
-	stopProfiles()
-	allAvailable := time.Now()
+	return time.Unix(0, last.Load()), nil
+}
+
+// recordCreate fills the report's creation figures and each process's CPU use since before.
+func (b *bench) recordCreate(ctx context.Context, before counters, first, lastCreate, allAvailable time.Time) {
 	// Read the figures even when ctx was cancelled: a stopped run still reports what it saw.
 	metricsAfter, merr := b.metricsGet(context.WithoutCancel(ctx))
 	cpuAfter := b.cpuSnapshot()
-	b.fillCreate(first, lastCreate, allAvailable, metricsBefore, metricsAfter, merr)
-	b.report.Create.Agents = agentCounts().since(agentsBefore)
+	b.fillCreate(first, lastCreate, allAvailable, before.metrics, metricsAfter, merr)
+	b.report.Create.Agents = agentCounts().since(before.agents)
 	lapsed, unheard := b.clustersLapsed(context.WithoutCancel(ctx))
-	b.report.Create.ClustersLapsed, b.report.Create.UnheardRenewals = lapsed-lapsedBefore, unheard-unheardBefore
+	b.report.Create.ClustersLapsed, b.report.Create.UnheardRenewals = lapsed-before.lapsed, unheard-before.unheard
 	for _, name := range []string{procHub, procAPIServer, procEtcd, procHarness} {
-		cpu, avg := cores(cpuBefore, cpuAfter, name)
+		cpu, avg := cores(before.cpu, cpuAfter, name)
 		b.report.Resources = append(b.report.Resources, ProcessUsage{Process: name, CreateCPU: round(cpu.Seconds()), CreateCores: avg})
 	}
-	if err != nil {
-		return err
-	}
-	c := b.report.Create
-	b.progress("all %d Available %.1f s after the last create; created → Available p50 %.2f s, p99 %.2f s",
-		b.cfg.Databases, c.AfterLast, c.Available.P50, c.Available.P99)
-	return nil
 }
 
 func (b *bench) createProgress(created int) {
