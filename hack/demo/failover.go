@@ -13,6 +13,8 @@ import (
 	"github.com/dbfleet/dbfleet/hack/localfed/layout"
 )
 
+// failover cuts the primary's member off by stopping its agent, and narrates what follows until
+// the database is Available again without it.
 func (d *demo) failover(ctx context.Context) error {
 	f := d.f
 	s := f.observe(ctx)
@@ -22,15 +24,42 @@ func (d *demo) failover(ctx context.Context) error {
 	}
 	d.victim = layout.Agent(victim)
 	pid, _ := os.ReadFile(pidFile(d.victim))
-	var oldPrimary instanceView
+	oldPrimary, err := f.runningPrimary(ctx, victim)
+	if err != nil {
+		return err
+	}
+	d.announceCut(victim, pid, oldPrimary)
+	restartClock()
+	if err := localfed(ctx, "stop", d.victim); err != nil {
+		return fmt.Errorf("stop %s: %w", d.victim, err)
+	}
+	before := s
+	w := &watcher{f: f, prev: s}
+	m := d.expectFailover(ctx, w, before, victim, oldEpoch, oldPrimary)
+	if err := d.awaitFailover(ctx, w, m, victim); err != nil {
+		return err
+	}
+	out.settle()
+	return d.reportFailover(ctx, w, m, before, victim)
+}
+
+// runningPrimary is the instance in cluster that reports running as primary.
+func (f *federation) runningPrimary(ctx context.Context, cluster string) (instanceView, error) {
+	var primary instanceView
 	for _, v := range f.instances(ctx) {
-		if v.cluster == victim && v.status != nil && v.status.Role == dbfleetv1alpha1.InstanceRunningPrimary {
-			oldPrimary = v
+		if v.cluster == cluster && v.status != nil && v.status.Role == dbfleetv1alpha1.InstanceRunningPrimary {
+			primary = v
 		}
 	}
-	if oldPrimary.pod == "" {
-		return fmt.Errorf("no instance in %s reports running as primary", victim)
+	if primary.pod == "" {
+		return instanceView{}, fmt.Errorf("no instance in %s reports running as primary", cluster)
 	}
+	return primary, nil
+}
+
+// announceCut says what is about to be cut off and what should follow.
+func (d *demo) announceCut(victim string, pid []byte, oldPrimary instanceView) {
+	f := d.f
 	startPhase("failover", fmt.Sprintf("Step 4/5: cut %s off", victim))
 	para("%s holds the primary. Its agent (pid %s, from %s) is the member's only link to the hub. We stop it, "+
 		"as a crash or a network partition would: the pods in %s keep running, but the hub stops hearing from the "+
@@ -43,107 +72,129 @@ func (d *demo) failover(ctx context.Context) error {
 	bullet("after the policy's %d s toleration its replicas are placed on the other clusters, and the primary "+
 		"moves to a healthy cluster with a higher epoch (never before the old Lease has expired);", tolerationSeconds)
 	bullet("the replacements become Ready, and the writer's rows are acknowledged again at the new primary.")
-	restartClock()
-	if err := localfed(ctx, "stop", d.victim); err != nil {
-		return fmt.Errorf("stop %s: %w", d.victim, err)
-	}
-	before := s
-	w := &watcher{f: f, prev: s}
-	unknown := w.expect(fmt.Sprintf("the hub marked %s Ready=Unknown", victim), 0, func(s *snapshot) bool {
+}
+
+// failoverMilestones are what the demo expects once victim's agent is stopped, and what it
+// learns on the way.
+type failoverMilestones struct {
+	unknown, tainted, leaseGone, promoted, replaced, recovered, refused, resumed *milestone
+	// lastExpiry is when victim's primary Lease ran out, as its last renewal said.
+	lastExpiry time.Time
+	// probes counts the direct writes tried at the old primary; acceptedAfterPromotion are the
+	// times one was accepted although another instance had been promoted.
+	probes                 int64
+	acceptedAfterPromotion []string
+	oldEndpoint            string
+}
+
+// expectFailover registers on w the milestones of victim's failover.
+func (d *demo) expectFailover(ctx context.Context, w *watcher, before *snapshot, victim string, oldEpoch int64, oldPrimary instanceView) *failoverMilestones {
+	m := &failoverMilestones{}
+	m.unknown = w.expect(fmt.Sprintf("the hub marked %s Ready=Unknown", victim), 0, func(s *snapshot) bool {
 		return s.member(victim).ready == string(metav1.ConditionUnknown)
 	})
-	tainted := w.expect(fmt.Sprintf("%s tainted dbfleet.io/unreachable:NoExecute", victim), 0, func(s *snapshot) bool {
+	m.tainted = w.expect(fmt.Sprintf("%s tainted dbfleet.io/unreachable:NoExecute", victim), 0, func(s *snapshot) bool {
 		return strings.Contains(strings.Join(s.member(victim).taints, " "), dbfleetv1alpha1.TaintClusterUnreachable+":NoExecute")
 	})
-	lastExpiry := before.member(victim).leaseExpiry // the Lease runs out at its own expiry, not when a poll sees it
-	leaseGone := w.expect(fmt.Sprintf("%s's primary Lease expired", victim), 0, func(s *snapshot) bool {
-		if m := s.member(victim); m.leaseValid {
-			lastExpiry = m.leaseExpiry
+	m.lastExpiry = before.member(victim).leaseExpiry // the Lease runs out at its own expiry, not when a poll sees it
+	m.leaseGone = w.expect(fmt.Sprintf("%s's primary Lease expired", victim), 0, func(s *snapshot) bool {
+		if v := s.member(victim); v.leaseValid {
+			m.lastExpiry = v.leaseExpiry
 			return false
 		}
 		return true
 	})
-	promoted := w.expect(fmt.Sprintf("a new primary outside %s, epoch above %d", victim, oldEpoch), 0, func(s *snapshot) bool {
+	m.promoted = w.expect(fmt.Sprintf("a new primary outside %s, epoch above %d", victim, oldEpoch), 0, func(s *snapshot) bool {
 		c, e := s.primary()
 		return c != "" && c != victim && e > oldEpoch
 	})
-	replaced := w.expect(fmt.Sprintf("%s's replicas placed on the other clusters", victim), 0, func(s *snapshot) bool {
+	m.replaced = w.expect(fmt.Sprintf("%s's replicas placed on the other clusters", victim), 0, func(s *snapshot) bool {
 		p := s.placement(victim)
 		return s.db != nil && (p == nil || p.Replicas == 0)
 	})
-	recovered := w.expect(fmt.Sprintf("all %d replicas Ready again outside %s, the database Available", demoReplicas, victim), 0, func(s *snapshot) bool {
+	m.recovered = w.expect(fmt.Sprintf("all %d replicas Ready again outside %s, the database Available", demoReplicas, victim), 0, func(s *snapshot) bool {
 		return recoveredWithout(s, victim)
 	})
 	// The direct probe of the old primary: when it first refused, and whether it accepted a
 	// write once another instance had been promoted (it must not).
-	var probes int64
-	var acceptedAfterPromotion []string
-	refused := w.expect(fmt.Sprintf("the old primary %s refuses writes (fenced in the engine)", oldPrimary.pod), 0, func(s *snapshot) bool {
-		probes++
-		err := d.writer.creds.probeWrite(ctx, oldPrimary.endpoint(), probes)
+	m.refused = w.expect(fmt.Sprintf("the old primary %s refuses writes (fenced in the engine)", oldPrimary.pod), 0, func(s *snapshot) bool {
+		m.probes++
+		err := d.writer.creds.probeWrite(ctx, oldPrimary.endpoint(), m.probes)
 		if c, e := s.primary(); err == nil && c != victim && e > oldEpoch {
-			acceptedAfterPromotion = append(acceptedAfterPromotion, s.at.Format(time.TimeOnly))
+			m.acceptedAfterPromotion = append(m.acceptedAfterPromotion, s.at.Format(time.TimeOnly))
 		}
 		return err != nil
 	})
-	oldEndpoint := oldPrimary.endpoint()
-	resumed := w.expect("the writer's rows acknowledged again, at the new primary", 0, func(*snapshot) bool {
+	m.oldEndpoint = oldPrimary.endpoint()
+	m.resumed = w.expect("the writer's rows acknowledged again, at the new primary", 0, func(*snapshot) bool {
 		st := d.writer.stats()
-		return st.lastEndpoint != "" && st.lastEndpoint != oldEndpoint
+		return st.lastEndpoint != "" && st.lastEndpoint != m.oldEndpoint
 	})
+	return m
+}
+
+// awaitFailover waits for each milestone within its budget, counted from the cut, and keeps the
+// times the summary reports.
+func (d *demo) awaitFailover(ctx context.Context, w *watcher, m *failoverMilestones, victim string) error {
+	f := d.f
 	budget := f.grace + 2*f.heartbeat + 30*time.Second
-	if _, err := w.wait(ctx, unknown, budget, fmt.Sprintf("the hub should judge %s after %s without a lease renewal; see %s", victim, f.grace, logFile(layout.Hub))); err != nil {
+	if _, err := w.wait(ctx, m.unknown, budget, fmt.Sprintf("the hub should judge %s after %s without a lease renewal; see %s", victim, f.grace, logFile(layout.Hub))); err != nil {
 		return err
 	}
-	d.t.unknown = unknown.at
-	if _, err := w.wait(ctx, tainted, budget+15*time.Second, "see "+logFile(layout.Hub)); err != nil {
+	d.t.unknown = m.unknown.at
+	if _, err := w.wait(ctx, m.tainted, budget+15*time.Second, "see "+logFile(layout.Hub)); err != nil {
 		return err
 	}
 	budget += time.Duration(tolerationSeconds)*time.Second + 30*time.Second
-	if _, err := w.wait(ctx, replaced, budget, fmt.Sprintf("the toleration of %d s should have run out; see %s", tolerationSeconds, logFile(layout.Hub))); err != nil {
+	if _, err := w.wait(ctx, m.replaced, budget, fmt.Sprintf("the toleration of %d s should have run out; see %s", tolerationSeconds, logFile(layout.Hub))); err != nil {
 		return err
 	}
-	d.t.replaced = replaced.at
-	if _, err := w.wait(ctx, promoted, budget+f.fenceAfter, "see "+logFile(layout.Hub)); err != nil {
+	d.t.replaced = m.replaced.at
+	if _, err := w.wait(ctx, m.promoted, budget+f.fenceAfter, "see "+logFile(layout.Hub)); err != nil {
 		return err
 	}
-	if _, err := w.wait(ctx, recovered, budget+3*time.Minute, "see the agents' logs "+logFile(layout.Agent("*"))); err != nil {
+	if _, err := w.wait(ctx, m.recovered, budget+3*time.Minute, "see the agents' logs "+logFile(layout.Agent("*"))); err != nil {
 		return err
 	}
-	d.t.failed = recovered.at
-	if _, err := w.wait(ctx, refused, budget, "its instance manager should have fenced it; see kubectl logs in "+victim); err != nil {
+	d.t.failed = m.recovered.at
+	if _, err := w.wait(ctx, m.refused, budget, "its instance manager should have fenced it; see kubectl logs in "+victim); err != nil {
 		return err
 	}
-	d.t.refused = refused.at
-	if _, err := w.wait(ctx, resumed, budget+time.Minute, "the writer's last error: "+d.writer.stats().lastErr); err != nil {
+	d.t.refused = m.refused.at
+	if _, err := w.wait(ctx, m.resumed, budget+time.Minute, "the writer's last error: "+d.writer.stats().lastErr); err != nil {
 		return err
 	}
-	d.t.resumed = resumed.at
-	if _, err := w.wait(ctx, leaseGone, budget+3*time.Minute, "the agent is stopped, so nothing renews it"); err != nil {
+	d.t.resumed = m.resumed.at
+	if _, err := w.wait(ctx, m.leaseGone, budget+3*time.Minute, "the agent is stopped, so nothing renews it"); err != nil {
 		return err
 	}
-	if !lastExpiry.IsZero() {
-		leaseGone.at = lastExpiry.Sub(out.phaseStart).Round(100 * time.Millisecond)
+	if !m.lastExpiry.IsZero() {
+		m.leaseGone.at = m.lastExpiry.Sub(out.phaseStart).Round(100 * time.Millisecond)
 	}
-	d.t.promoted = promoted.at
-	out.settle()
-	s = w.prev
+	d.t.promoted = m.promoted.at
+	return nil
+}
+
+// reportFailover says where the database is now, whether the old primary's Lease expired before
+// the promotion, and what the client saw, then prints the timeline.
+func (d *demo) reportFailover(ctx context.Context, w *watcher, m *failoverMilestones, before *snapshot, victim string) error {
+	s := w.prev
 	c, e := s.primary()
 	para("Failover done: %d/%d replicas Ready on %s; the primary is in %s at epoch %d.", s.db.Status.ReadyReplicas, s.db.Spec.Replicas, s.shares(), c, e)
-	if m := s.member(victim); m != nil && m.pods > 0 {
+	if v := s.member(victim); v != nil && v.pods > 0 {
 		para("%s still runs its %d old pods: its agent is gone, so nothing there removes or relabels them; the hub "+
-			"no longer counts them.", victim, m.pods)
+			"no longer counts them.", victim, v.pods)
 	}
 	switch {
 	case before.member(victim).leaseHolder == "":
 		para("%s held no primary Lease %s before the cut (this agent build keeps none).", victim, primaryLease)
-	case leaseGone.at <= promoted.at:
+	case m.leaseGone.at <= m.promoted.at:
 		para("%s's primary Lease expired at +%.1fs, before %s was promoted at +%.1fs: a database that honours the "+
-			"Lease stopped writing in %s first, so there were never two primaries.", victim, leaseGone.at.Seconds(), c, promoted.at.Seconds(), victim)
+			"Lease stopped writing in %s first, so there were never two primaries.", victim, m.leaseGone.at.Seconds(), c, m.promoted.at.Seconds(), victim)
 	default:
-		para("WARNING: %s's primary Lease expired at +%.1fs, after %s was promoted at +%.1fs.", victim, leaseGone.at.Seconds(), c, promoted.at.Seconds())
+		para("WARNING: %s's primary Lease expired at +%.1fs, after %s was promoted at +%.1fs.", victim, m.leaseGone.at.Seconds(), c, m.promoted.at.Seconds())
 	}
-	if err := d.judgeWrites(ctx, oldEndpoint, acceptedAfterPromotion); err != nil {
+	if err := d.judgeWrites(ctx, m.oldEndpoint, m.acceptedAfterPromotion); err != nil {
 		return err
 	}
 	w.timeline(fmt.Sprintf("Timeline, from the moment %s's agent stopped:", victim))
