@@ -33,8 +33,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dbfleet/dbfleet/hack/images/ociimage"
 	"github.com/dbfleet/dbfleet/pkg/images"
-	"github.com/dbfleet/dbfleet/pkg/ociimage"
 )
 
 // The archives' image names; hack/localfed imports the archives and points containerd at

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dbfleet/dbfleet/pkg/ociimage"
+	"github.com/dbfleet/dbfleet/hack/images/ociimage"
 )
 
 // pushed is one image push did: the archive, where it went and its digest.

@@ -21,8 +21,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/dbfleet/dbfleet/hack/images/ociimage"
 	"github.com/dbfleet/dbfleet/pkg/images"
-	"github.com/dbfleet/dbfleet/pkg/ociimage"
 )
 
 // TestPushedHubAndAgentImages builds the hub and agent images as `make images` does, pushes them
@@ -61,74 +61,81 @@ func TestPushedHubAndAgentImages(t *testing.T) {
 	}
 	for _, p := range done {
 		n := strings.TrimSuffix(filepath.Base(p.file), ".tar")
-		w := want[n]
-		if p.ref != repo+"/"+n+":v1.2.3-test" {
-			t.Errorf("%s pushed as %s, want %s/%s:v1.2.3-test", n, p.ref, repo, n)
+		checkPushedImage(t, p, repo, meta, want[n].entrypoint, want[n].files)
+	}
+}
+
+// checkPushedImage pulls the image push reported as p and checks it against the archive it was
+// pushed from, the build's labels, user and entrypoint, and that files are static executables
+// every user may run.
+func checkPushedImage(t *testing.T, p pushed, repo string, meta buildMeta, entrypoint string, files []string) {
+	n := strings.TrimSuffix(filepath.Base(p.file), ".tar")
+	if p.ref != repo+"/"+n+":v1.2.3-test" {
+		t.Errorf("%s pushed as %s, want %s/%s:v1.2.3-test", n, p.ref, repo, n)
+	}
+	ref, err := name.ParseReference(p.ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(ref)
+	if err != nil {
+		t.Fatalf("pull %s: %v", p.ref, err)
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, _, err := ociimage.ReadArchive(p.file, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	localDigest, err := local.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if digest.String() != p.digest || digest != localDigest {
+		t.Errorf("%s: the registry serves digest %s, push reported %s, the archive has %s", n, digest, p.digest, localDigest)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{
+		images.LabelVersion:  "v1.2.3-test",
+		images.LabelRevision: meta.revision,
+		images.LabelSource:   images.Source,
+	} {
+		if got := cf.Config.Labels[k]; got != v {
+			t.Errorf("%s: label %s = %q, want %q", n, k, got, v)
 		}
-		ref, err := name.ParseReference(p.ref)
+	}
+	if cf.Config.User != "65532:65532" {
+		t.Errorf("%s: user %q, want the numeric non-root 65532:65532", n, cf.Config.User)
+	}
+	if strings.Join(cf.Config.Entrypoint, " ") != entrypoint {
+		t.Errorf("%s: entrypoint %v, want %s", n, cf.Config.Entrypoint, entrypoint)
+	}
+	if cf.OS != "linux" {
+		t.Errorf("%s: os %q, want linux", n, cf.OS)
+	}
+	root := unpackImage(t, img)
+	for _, f := range files {
+		p := filepath.Join(root, f)
+		fi, err := os.Stat(p)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", n, err)
 		}
-		img, err := remote.Image(ref)
-		if err != nil {
-			t.Fatalf("pull %s: %v", p.ref, err)
+		if fi.Mode().Perm()&0o005 != 0o005 {
+			t.Errorf("%s: /%s has mode %v, want readable and executable by others", n, f, fi.Mode())
 		}
-		digest, err := img.Digest()
-		if err != nil {
-			t.Fatal(err)
+		if interp := elfInterpreter(t, p); interp != "" {
+			t.Errorf("%s: /%s is dynamically linked (interpreter %s), want a static binary", n, f, interp)
 		}
-		local, _, err := ociimage.ReadArchive(p.file, t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		localDigest, err := local.Digest()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if digest.String() != p.digest || digest != localDigest {
-			t.Errorf("%s: the registry serves digest %s, push reported %s, the archive has %s", n, digest, p.digest, localDigest)
-		}
-		cf, err := img.ConfigFile()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range map[string]string{
-			images.LabelVersion:  "v1.2.3-test",
-			images.LabelRevision: meta.revision,
-			images.LabelSource:   images.Source,
-		} {
-			if got := cf.Config.Labels[k]; got != v {
-				t.Errorf("%s: label %s = %q, want %q", n, k, got, v)
-			}
-		}
-		if cf.Config.User != "65532:65532" {
-			t.Errorf("%s: user %q, want the numeric non-root 65532:65532", n, cf.Config.User)
-		}
-		if strings.Join(cf.Config.Entrypoint, " ") != w.entrypoint {
-			t.Errorf("%s: entrypoint %v, want %s", n, cf.Config.Entrypoint, w.entrypoint)
-		}
-		if cf.OS != "linux" {
-			t.Errorf("%s: os %q, want linux", n, cf.OS)
-		}
-		root := unpackImage(t, img)
-		for _, f := range w.files {
-			p := filepath.Join(root, f)
-			fi, err := os.Stat(p)
-			if err != nil {
-				t.Fatalf("%s: %v", n, err)
-			}
-			if fi.Mode().Perm()&0o005 != 0o005 {
-				t.Errorf("%s: /%s has mode %v, want readable and executable by others", n, f, fi.Mode())
-			}
-			if interp := elfInterpreter(t, p); interp != "" {
-				t.Errorf("%s: /%s is dynamically linked (interpreter %s), want a static binary", n, f, interp)
-			}
-		}
-		if n == "agent" {
-			t.Run("instance manager runs as postgres from the init container's copy", func(t *testing.T) {
-				copyAndRunAsPostgres(t, filepath.Join(root, "dbfleet-instance"))
-			})
-		}
+	}
+	if n == "agent" {
+		t.Run("instance manager runs as postgres from the init container's copy", func(t *testing.T) {
+			copyAndRunAsPostgres(t, filepath.Join(root, "dbfleet-instance"))
+		})
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/dbfleet/dbfleet/hack/localfed/layout"
-	"github.com/dbfleet/dbfleet/test/framework/process"
+	"github.com/dbfleet/dbfleet/internal/process"
 )
 
 // A kube-apiserver per cluster (the hub and each member), all on the one etcd under

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/dbfleet/dbfleet/hack/localfed/layout"
-	"github.com/dbfleet/dbfleet/test/framework/process"
+	"github.com/dbfleet/dbfleet/internal/process"
 )
 
 // One etcd serves every API server of the federation, each under its own --etcd-prefix.

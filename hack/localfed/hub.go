@@ -23,8 +23,8 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/hack/localfed/layout"
+	"github.com/dbfleet/dbfleet/internal/process"
 	joinpkg "github.com/dbfleet/dbfleet/pkg/join"
-	"github.com/dbfleet/dbfleet/test/framework/process"
 )
 
 // Wiring dbfleet onto the clusters: the CRDs on the hub, `hub run`, then for each member

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dbfleet/dbfleet/hack/localfed/layout"
-	"github.com/dbfleet/dbfleet/test/framework/process"
+	"github.com/dbfleet/dbfleet/internal/process"
 )
 
 // killMember kills a whole member cluster at once, as a power cut would: SIGKILL, with no chance

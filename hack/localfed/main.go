@@ -66,19 +66,7 @@ func main() {
 	var o upOptions
 	var members string
 	if cmd == "up" {
-		fs.StringVar(&members, "members", "3", "the member clusters: a count (of east, west, central, then member4...), "+
-			"or names, each optionally name=region/zone, e.g. east,lab=on-prem/rack-1")
-		fs.DurationVar(&o.gracePeriod, "cluster-grace-period", 20*time.Second, "hub run --cluster-grace-period")
-		fs.DurationVar(&o.heartbeatInterval, "heartbeat-interval", 5*time.Second, "the agents' --heartbeat-interval (and hub join's)")
-		fs.DurationVar(&o.fenceAfter, "fence-after", 15*time.Second, "the agents' --fence-after (and hub join's)")
-		fs.IntVar(&o.volumes, "volumes", 60, "PersistentVolumes made for each member (each replica that ever existed keeps one)")
-		fs.StringVar(&o.nodes, "nodes", realNodes, "the members' nodes: real (kubelet, containerd and runc; pods run as containers; needs root and Linux) "+
-			"or kwok (fake nodes whose pods run nothing: for scale, and for machines where real ones cannot run)")
-		fs.IntVar(&o.nodesPerMember, "nodes-per-member", 1, "nodes in each member cluster")
-		fs.BoolVar(&o.hubNode, "hub-node", false, "give the hub cluster a real node, a controller manager and a scheduler, "+
-			"with the hub image imported (bin/images/hub.tar), so the hub can run there as pods (real nodes only)")
-		fs.BoolVar(&o.noDBFleet, "no-dbfleet", false, "start the clusters only: no CRDs, no hub, no join and no agents "+
-			"(install dbfleet yourself, e.g. with the Helm charts)")
+		o.addFlags(fs, &members)
 	}
 	if err := fs.Parse(args); err != nil {
 		os.Exit(2)
@@ -90,20 +78,8 @@ func main() {
 	d := layout.Dir(dir)
 	switch cmd {
 	case "up":
-		if o.members, err = parseMembers(members); err != nil {
-			fail(fmt.Errorf("--members: %w", err))
-		}
-		if o.volumes < 0 {
-			fail(fmt.Errorf("--volumes must not be negative, got %d", o.volumes))
-		}
-		if o.nodes != realNodes && o.nodes != kwokNodes {
-			fail(fmt.Errorf("--nodes must be %s or %s, got %q", realNodes, kwokNodes, o.nodes))
-		}
-		if o.nodesPerMember < 1 || o.nodesPerMember > 9 {
-			fail(fmt.Errorf("--nodes-per-member must be 1 to 9, got %d", o.nodesPerMember))
-		}
-		if o.hubNode && o.nodes != realNodes {
-			fail(fmt.Errorf("--hub-node needs --nodes %s", realNodes))
+		if err := o.complete(members); err != nil {
+			fail(err)
 		}
 		bin, err := filepath.Abs(*binFlag)
 		if err != nil {
@@ -151,6 +127,45 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+}
+
+// addFlags registers the flags of `localfed up`; members receives --members, which complete
+// parses.
+func (o *upOptions) addFlags(fs *flag.FlagSet, members *string) {
+	fs.StringVar(members, "members", "3", "the member clusters: a count (of east, west, central, then member4...), "+
+		"or names, each optionally name=region/zone, e.g. east,lab=on-prem/rack-1")
+	fs.DurationVar(&o.gracePeriod, "cluster-grace-period", 20*time.Second, "hub run --cluster-grace-period")
+	fs.DurationVar(&o.heartbeatInterval, "heartbeat-interval", 5*time.Second, "the agents' --heartbeat-interval (and hub join's)")
+	fs.DurationVar(&o.fenceAfter, "fence-after", 15*time.Second, "the agents' --fence-after (and hub join's)")
+	fs.IntVar(&o.volumes, "volumes", 60, "PersistentVolumes made for each member (each replica that ever existed keeps one)")
+	fs.StringVar(&o.nodes, "nodes", realNodes, "the members' nodes: real (kubelet, containerd and runc; pods run as containers; needs root and Linux) "+
+		"or kwok (fake nodes whose pods run nothing: for scale, and for machines where real ones cannot run)")
+	fs.IntVar(&o.nodesPerMember, "nodes-per-member", 1, "nodes in each member cluster")
+	fs.BoolVar(&o.hubNode, "hub-node", false, "give the hub cluster a real node, a controller manager and a scheduler, "+
+		"with the hub image imported (bin/images/hub.tar), so the hub can run there as pods (real nodes only)")
+	fs.BoolVar(&o.noDBFleet, "no-dbfleet", false, "start the clusters only: no CRDs, no hub, no join and no agents "+
+		"(install dbfleet yourself, e.g. with the Helm charts)")
+}
+
+// complete sets o.members from --members and checks the flags of `localfed up`.
+func (o *upOptions) complete(members string) error {
+	var err error
+	if o.members, err = parseMembers(members); err != nil {
+		return fmt.Errorf("--members: %w", err)
+	}
+	if o.volumes < 0 {
+		return fmt.Errorf("--volumes must not be negative, got %d", o.volumes)
+	}
+	if o.nodes != realNodes && o.nodes != kwokNodes {
+		return fmt.Errorf("--nodes must be %s or %s, got %q", realNodes, kwokNodes, o.nodes)
+	}
+	if o.nodesPerMember < 1 || o.nodesPerMember > 9 {
+		return fmt.Errorf("--nodes-per-member must be 1 to 9, got %d", o.nodesPerMember)
+	}
+	if o.hubNode && o.nodes != realNodes {
+		return fmt.Errorf("--hub-node needs --nodes %s", realNodes)
+	}
+	return nil
 }
 
 func fail(err error) {

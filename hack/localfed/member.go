@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/dbfleet/dbfleet/hack/localfed/layout"
-	"github.com/dbfleet/dbfleet/test/framework/process"
+	"github.com/dbfleet/dbfleet/internal/process"
 )
 
 // A member's control plane besides its API server: kube-controller-manager with the default

@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"github.com/dbfleet/dbfleet/hack/localfed/layout"
-	"github.com/dbfleet/dbfleet/test/framework/process"
+	"github.com/dbfleet/dbfleet/internal/process"
 )
 
 // Processes are started detached (a session of their own, stdin /dev/null, output to their log
 // file) so they outlive `localfed up`, and are stopped only by the pid in their pid file, after
 // checking that the pid still runs a command of this federation (its command line names the
-// state directory), so a recycled pid is never signalled. test/framework/process does both.
+// state directory), so a recycled pid is never signalled. internal/process does both.
 
 // stopTimeout is how long a process gets after SIGTERM; kube-apiserver can take more than 10 s.
 const stopTimeout = 15 * time.Second

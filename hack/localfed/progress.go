@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dbfleet/dbfleet/test/framework/process"
+	"github.com/dbfleet/dbfleet/internal/process"
 )
 
 // Progress lines carry the time since the command started; errors name the component and its log.

@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/dbfleet/dbfleet/hack/localfed/layout"
-	"github.com/dbfleet/dbfleet/test/framework/process"
+	"github.com/dbfleet/dbfleet/internal/process"
 )
 
 // A real node is a kubelet and a containerd of its own (root, state, socket and CRI

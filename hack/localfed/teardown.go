@@ -20,7 +20,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dbfleet/dbfleet/hack/localfed/layout"
-	"github.com/dbfleet/dbfleet/test/framework/process"
+	"github.com/dbfleet/dbfleet/internal/process"
 )
 
 // Taking real nodes down leaves nothing behind, also after an `up` that crashed or a kubelet or

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/dbfleet/dbfleet/hack/localfed/layout"
-	"github.com/dbfleet/dbfleet/test/framework/process"
+	"github.com/dbfleet/dbfleet/internal/process"
 )
 
 // up brings the federation up: etcd, the API servers, each member's control plane and fake

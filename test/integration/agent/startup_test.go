@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/internal/process"
 	"github.com/dbfleet/dbfleet/test/framework"
-	"github.com/dbfleet/dbfleet/test/framework/process"
 )
 
 // reservePort holds a 127.0.0.1 port for a process's bind address until the caller releases it,

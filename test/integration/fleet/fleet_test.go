@@ -24,9 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	harness "github.com/dbfleet/dbfleet/internal/process"
 	"github.com/dbfleet/dbfleet/pkg/join"
 	"github.com/dbfleet/dbfleet/test/framework"
-	harness "github.com/dbfleet/dbfleet/test/framework/process"
 )
 
 var hub *framework.Environment

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dbfleet/dbfleet/internal/process"
 	"github.com/dbfleet/dbfleet/test/framework"
-	"github.com/dbfleet/dbfleet/test/framework/process"
 )
 
 // TestHubRunBinary builds cmd/hub and runs `hub run` as a user would: it must serve probes and

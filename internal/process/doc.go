@@ -1,5 +1,6 @@
 // Package process is the one process, port and wait harness of dbfleet's tests and local tools:
-// test/scale, test/e2e and hack/localfed start their servers with it.
+// the suites under test/ (through test/framework or directly) and hack/localfed start their
+// servers with it.
 //
 //   - Start runs a binary with its arguments, environment, log file and pid file, optionally
 //     detached (its own session) so that it outlives the program that started it.
