@@ -33,7 +33,7 @@ func replicationOf(s *scope) replication {
 		}
 		if r.primaryEndpoint == "" {
 			// Also in the reconcile that promotes it, whose share (read before) is still a standby's.
-			r.primaryEndpoint = promotedPodAddress(mdb, primaryPod(dbc))
+			r.primaryEndpoint = shareOf(mdb).promotedPodAddress(primaryPod(dbc))
 		}
 	}
 	add := func(cluster string, o dbfleetv1alpha1.OrdinalRange) {
@@ -53,27 +53,6 @@ func replicationOf(s *scope) replication {
 	slices.Sort(r.standbys)
 	r.standbys = slices.Compact(r.standbys)
 	return r
-}
-
-// promotedPodAddress is, in the PodIP network mode, the address of the pod the hub made primary
-// (the share's primary pod) while its share has not reported a read-write endpoint at the new
-// epoch: the hub knows where the new primary will be the moment it promotes it, and the other
-// clusters' standbys may follow it at once, streaming from it (cascading) while it replays and
-// promotes, then on its new timeline. Waiting for the share's own report instead put the agent's
-// next read of its instances, the report's batch and another reconcile between the promotion and
-// the first standby streaming from the new primary, on which a synchronous primary's first
-// commits wait (about 3 s of a switchover's 13.6 s write gap). Only an instance that runs (as
-// standby, or already as primary) is pointed at: a pod that has not started, or a fenced primary
-// handed a new epoch, reports its endpoint when it serves. Other network modes name a Service or
-// a load balancer, which exists only once the share runs as primary.
-func promotedPodAddress(mdb *dbfleetv1alpha1.MemberDatabase, pod string) string {
-	if mdb.Spec.Network != "" && mdb.Spec.Network != dbfleetv1alpha1.DatabaseNetworkPodIP {
-		return ""
-	}
-	if in := instanceOf(mdb, pod); in != nil && (in.Role == dbfleetv1alpha1.InstanceRunningStandby || in.Role == dbfleetv1alpha1.InstanceRunningPrimary) {
-		return in.Address
-	}
-	return ""
 }
 
 // apply writes it into one share's desired spec.

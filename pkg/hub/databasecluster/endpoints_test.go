@@ -12,7 +12,7 @@ func TestReplicationPrimaryEndpoint(t *testing.T) {
 	instance := func(pod string, role dbfleetv1alpha1.InstanceRole) dbfleetv1alpha1.InstanceStatus {
 		return dbfleetv1alpha1.InstanceStatus{Pod: pod, Role: role, Address: "10.0.0.7:5432"}
 	}
-	share := func(role dbfleetv1alpha1.ReplicaRole, epoch int64, network dbfleetv1alpha1.DatabaseNetwork, rw string, in ...dbfleetv1alpha1.InstanceStatus) *dbfleetv1alpha1.MemberDatabase {
+	memberDB := func(role dbfleetv1alpha1.ReplicaRole, epoch int64, network dbfleetv1alpha1.DatabaseNetwork, rw string, in ...dbfleetv1alpha1.InstanceStatus) *dbfleetv1alpha1.MemberDatabase {
 		mdb := &dbfleetv1alpha1.MemberDatabase{}
 		mdb.Spec.Role, mdb.Spec.Network = role, network
 		mdb.Status.Epoch, mdb.Status.Instances = epoch, in
@@ -26,12 +26,12 @@ func TestReplicationPrimaryEndpoint(t *testing.T) {
 		share *dbfleetv1alpha1.MemberDatabase
 		want  string
 	}{
-		{"reported at the epoch", share(dbfleetv1alpha1.RolePrimary, 3, "", "10.0.0.9:5432", instance("orders-1", dbfleetv1alpha1.InstanceRunningPrimary)), "10.0.0.9:5432"},
-		{"promoted in this reconcile: the share is still a standby's", share(dbfleetv1alpha1.RoleReplica, 2, "", "", instance("orders-1", dbfleetv1alpha1.InstanceRunningStandby)), "10.0.0.7:5432"},
-		{"an older epoch's report is not used", share(dbfleetv1alpha1.RolePrimary, 2, dbfleetv1alpha1.DatabaseNetworkPodIP, "10.0.0.9:5432", instance("orders-1", dbfleetv1alpha1.InstanceRunningStandby)), "10.0.0.7:5432"},
-		{"another pod of the share runs", share(dbfleetv1alpha1.RoleReplica, 2, "", "", instance("orders-2", dbfleetv1alpha1.InstanceRunningStandby)), ""},
-		{"the promoted pod does not run", share(dbfleetv1alpha1.RolePrimary, 3, "", "", instance("orders-1", dbfleetv1alpha1.InstanceStopped)), ""},
-		{"a load balancer exists only once it is primary", share(dbfleetv1alpha1.RoleReplica, 2, dbfleetv1alpha1.DatabaseNetworkLoadBalancer, "", instance("orders-1", dbfleetv1alpha1.InstanceRunningStandby)), ""},
+		{"reported at the epoch", memberDB(dbfleetv1alpha1.RolePrimary, 3, "", "10.0.0.9:5432", instance("orders-1", dbfleetv1alpha1.InstanceRunningPrimary)), "10.0.0.9:5432"},
+		{"promoted in this reconcile: the share is still a standby's", memberDB(dbfleetv1alpha1.RoleReplica, 2, "", "", instance("orders-1", dbfleetv1alpha1.InstanceRunningStandby)), "10.0.0.7:5432"},
+		{"an older epoch's report is not used", memberDB(dbfleetv1alpha1.RolePrimary, 2, dbfleetv1alpha1.DatabaseNetworkPodIP, "10.0.0.9:5432", instance("orders-1", dbfleetv1alpha1.InstanceRunningStandby)), "10.0.0.7:5432"},
+		{"another pod of the share runs", memberDB(dbfleetv1alpha1.RoleReplica, 2, "", "", instance("orders-2", dbfleetv1alpha1.InstanceRunningStandby)), ""},
+		{"the promoted pod does not run", memberDB(dbfleetv1alpha1.RolePrimary, 3, "", "", instance("orders-1", dbfleetv1alpha1.InstanceStopped)), ""},
+		{"a load balancer exists only once it is primary", memberDB(dbfleetv1alpha1.RoleReplica, 2, dbfleetv1alpha1.DatabaseNetworkLoadBalancer, "", instance("orders-1", dbfleetv1alpha1.InstanceRunningStandby)), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dbc := &dbfleetv1alpha1.DatabaseCluster{}

@@ -3,7 +3,6 @@ package databasecluster
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/scheduling"
 )
 
@@ -42,51 +40,6 @@ func (f *failoverFacts) hold(reason, message string) {
 	f.heldReason, f.heldMessage = reason, message
 }
 
-// demoted reports whether the cluster's agent has applied a replica role at epoch or later (it
-// releases the primary Lease before it reports the epoch). No MemberDatabase: nothing to demote.
-func demoted(mdb *dbfleetv1alpha1.MemberDatabase, epoch int64) bool {
-	if mdb == nil {
-		return true
-	}
-	return mdb.Spec.Role == dbfleetv1alpha1.RoleReplica && mdb.Spec.Epoch >= epoch &&
-		mdb.Status.Epoch >= epoch && mdb.Status.ObservedGeneration >= mdb.Generation
-}
-
-// finalLSN is the demotion token of a planned move: where the WAL of the old primary, primary at
-// epoch on its share mdb, ended when it stopped (its shutdown checkpoint, which its instance
-// reports in status.instances[].demoted once its agent has demoted it). A share without instance
-// reports (no instance manager) has no WAL to hand over: it returns "", "". Otherwise, while no
-// instance reports a final LSN for that epoch, it returns "" and what the hub waits for.
-func finalLSN(mdb *dbfleetv1alpha1.MemberDatabase, epoch int64) (string, string) {
-	if mdb == nil || len(mdb.Status.Instances) == 0 {
-		return "", ""
-	}
-	var best string
-	var bestAt contract.LSN
-	var unclean []string
-	for _, in := range mdb.Status.Instances {
-		d := in.Demoted
-		if d == nil || d.Epoch != epoch {
-			continue
-		}
-		if d.FinalLSN == "" {
-			unclean = append(unclean, in.Pod+": "+d.Message)
-			continue
-		}
-		if at, err := contract.ParseLSN(d.FinalLSN); err == nil && (best == "" || at > bestAt) {
-			best, bestAt = d.FinalLSN, at
-		}
-	}
-	if best != "" {
-		return best, ""
-	}
-	waiting := "waiting for its instance to report its final LSN (its shutdown checkpoint)"
-	if len(unclean) > 0 {
-		waiting += "; " + strings.Join(unclean, "; ")
-	}
-	return "", waiting
-}
-
 // FencingMargin is added to an agent's fenceAfter before the hub may promote away from it:
 // room for the agent's clock rate and the time its fencing actions take.
 const FencingMargin = 5 * time.Second
@@ -107,7 +60,7 @@ func (r *Reconciler) failoverGate(ctx context.Context, dbc *dbfleetv1alpha1.Data
 		return time.Minute, dbfleetv1alpha1.ReasonManualFailoverRequired, fmt.Sprintf(
 			"primary cluster %s is not ready and failover is Manual: set spec.primary.failover to Automatic to let the hub promote elsewhere", from)
 	}
-	if leaseLapsed(oldShare, dbc.Status.Primary) {
+	if shareOf(oldShare).leaseLapsed(dbc.Status.Primary) {
 		// The agent still heartbeats (its member API server is down, say), so there is no
 		// silence to wait out; but it says its primary Lease ran out unrenewed at the current
 		// epoch, so the primary has stopped taking writes and stays fenced at that epoch.
@@ -238,14 +191,4 @@ func (r *Reconciler) repromoteAbandonedDemotion(s *scope, now time.Time) bool {
 		"the move off %s was dropped after its primary was told to step down at epoch %d; promoted again there at epoch %d",
 		p.Cluster, mdb.Spec.Epoch, epoch)
 	return true
-}
-
-// leaseLapsed says the old primary's share reports that its primary Lease ran out unrenewed at
-// the current primary epoch (Fenced=True, PrimaryLeaseLapsed), applied at that epoch.
-func leaseLapsed(mdb *dbfleetv1alpha1.MemberDatabase, p *dbfleetv1alpha1.PrimaryStatus) bool {
-	if mdb == nil || p == nil || mdb.Spec.Epoch != p.Epoch || mdb.Status.Epoch != p.Epoch || mdb.Spec.Role != dbfleetv1alpha1.RolePrimary {
-		return false
-	}
-	c := meta.FindStatusCondition(mdb.Status.Conditions, dbfleetv1alpha1.ConditionFenced)
-	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == dbfleetv1alpha1.ReasonPrimaryLeaseLapsed
 }

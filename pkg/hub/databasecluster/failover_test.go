@@ -72,7 +72,7 @@ func TestFailoverGateGoesAheadOnALapsedPrimaryLease(t *testing.T) {
 	dbc := &dbfleetv1alpha1.DatabaseCluster{Status: dbfleetv1alpha1.DatabaseClusterStatus{
 		Primary: &dbfleetv1alpha1.PrimaryStatus{Cluster: "east", Epoch: 4}}}
 	old := &dbfleetv1alpha1.MemberCluster{}
-	share := func(spec, status int64, reason string) *dbfleetv1alpha1.MemberDatabase {
+	memberDB := func(spec, status int64, reason string) *dbfleetv1alpha1.MemberDatabase {
 		m := &dbfleetv1alpha1.MemberDatabase{}
 		m.Spec.Role, m.Spec.Epoch, m.Status.Epoch = dbfleetv1alpha1.RolePrimary, spec, status
 		m.Status.Conditions = []metav1.Condition{{Type: dbfleetv1alpha1.ConditionFenced, Status: metav1.ConditionTrue, Reason: reason}}
@@ -84,9 +84,9 @@ func TestFailoverGateGoesAheadOnALapsedPrimaryLease(t *testing.T) {
 		share *dbfleetv1alpha1.MemberDatabase
 		go_   bool
 	}{
-		{"lapsed at the current epoch", share(4, 4, dbfleetv1alpha1.ReasonPrimaryLeaseLapsed), true},
-		{"lapsed at an older epoch", share(4, 3, dbfleetv1alpha1.ReasonPrimaryLeaseLapsed), false},
-		{"fenced for another reason", share(4, 4, dbfleetv1alpha1.ReasonHubLeaseExpired), false},
+		{"lapsed at the current epoch", memberDB(4, 4, dbfleetv1alpha1.ReasonPrimaryLeaseLapsed), true},
+		{"lapsed at an older epoch", memberDB(4, 3, dbfleetv1alpha1.ReasonPrimaryLeaseLapsed), false},
+		{"fenced for another reason", memberDB(4, 4, dbfleetv1alpha1.ReasonHubLeaseExpired), false},
 		{"no share", nil, false},
 	} {
 		wait, reason, msg := r.failoverGate(ctx, dbc, old, tc.share, "east")
@@ -100,7 +100,7 @@ func TestFailoverGateGoesAheadOnALapsedPrimaryLease(t *testing.T) {
 // instance of its share reports; a share without instance reports has none to wait for; an older
 // epoch's record, or a primary that stopped without a shutdown checkpoint, is no token.
 func TestFinalLSN(t *testing.T) {
-	share := func(instances ...dbfleetv1alpha1.InstanceStatus) *dbfleetv1alpha1.MemberDatabase {
+	memberDB := func(instances ...dbfleetv1alpha1.InstanceStatus) *dbfleetv1alpha1.MemberDatabase {
 		return &dbfleetv1alpha1.MemberDatabase{Status: dbfleetv1alpha1.MemberDatabaseStatus{Instances: instances}}
 	}
 	demoted := func(pod string, epoch int64, lsn, msg string) dbfleetv1alpha1.InstanceStatus {
@@ -115,17 +115,17 @@ func TestFinalLSN(t *testing.T) {
 		waitsFor []string
 	}{
 		{name: "no share", mdb: nil},
-		{name: "no instance manager", mdb: share()},
-		{name: "reported", mdb: share(demoted("orders-0", 3, "0/30199A8", ""), standby), lsn: "0/30199A8"},
-		{name: "the furthest, as numbers", mdb: share(demoted("orders-0", 3, "0/F0000A8", ""), demoted("orders-1", 3, "1/28", "")), lsn: "1/28"},
-		{name: "not stopped yet", mdb: share(dbfleetv1alpha1.InstanceStatus{Pod: "orders-0", Role: dbfleetv1alpha1.InstanceRunningPrimary}, standby),
+		{name: "no instance manager", mdb: memberDB()},
+		{name: "reported", mdb: memberDB(demoted("orders-0", 3, "0/30199A8", ""), standby), lsn: "0/30199A8"},
+		{name: "the furthest, as numbers", mdb: memberDB(demoted("orders-0", 3, "0/F0000A8", ""), demoted("orders-1", 3, "1/28", "")), lsn: "1/28"},
+		{name: "not stopped yet", mdb: memberDB(dbfleetv1alpha1.InstanceStatus{Pod: "orders-0", Role: dbfleetv1alpha1.InstanceRunningPrimary}, standby),
 			waitsFor: []string{"final LSN"}},
-		{name: "an older epoch's demotion", mdb: share(demoted("orders-0", 2, "0/20000A8", ""), standby), waitsFor: []string{"final LSN"}},
-		{name: "stopped without a shutdown checkpoint", mdb: share(demoted("orders-0", 3, "", "postgres did not stop cleanly")),
+		{name: "an older epoch's demotion", mdb: memberDB(demoted("orders-0", 2, "0/20000A8", ""), standby), waitsFor: []string{"final LSN"}},
+		{name: "stopped without a shutdown checkpoint", mdb: memberDB(demoted("orders-0", 3, "", "postgres did not stop cleanly")),
 			waitsFor: []string{"final LSN", "orders-0: postgres did not stop cleanly"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			lsn, waiting := finalLSN(tc.mdb, 3)
+			lsn, waiting := shareOf(tc.mdb).finalLSN(3)
 			if lsn != tc.lsn {
 				t.Errorf("final LSN %q, want %q", lsn, tc.lsn)
 			}

@@ -24,32 +24,6 @@ import (
 // this allows for, it never gets there.
 const SwitchoverReplayTimeout = 15 * time.Second
 
-// instanceOf is pod's report in the share mdb, nil when it has none.
-func instanceOf(mdb *dbfleetv1alpha1.MemberDatabase, pod string) *dbfleetv1alpha1.InstanceStatus {
-	if mdb == nil {
-		return nil
-	}
-	for i := range mdb.Status.Instances {
-		if mdb.Status.Instances[i].Pod == pod {
-			return &mdb.Status.Instances[i]
-		}
-	}
-	return nil
-}
-
-// runsPrimary reports whether pod's instance in the share says it runs as primary: a planned
-// move off it stops a primary that takes writes.
-func runsPrimary(mdb *dbfleetv1alpha1.MemberDatabase, pod string) bool {
-	in := instanceOf(mdb, pod)
-	return in != nil && in.Role == dbfleetv1alpha1.InstanceRunningPrimary
-}
-
-// demoting reports whether the share mdb was already written as a replica at epoch or later:
-// the demotion has begun and goes on, whatever the target does now.
-func demoting(mdb *dbfleetv1alpha1.MemberDatabase, epoch int64) bool {
-	return mdb != nil && mdb.Spec.Role == dbfleetv1alpha1.RoleReplica && mdb.Spec.Epoch >= epoch
-}
-
 // switchoverNotYet says why a planned switchover from cluster from to pod in cluster to must not
 // begin yet, or "" when it may, and when to look again. It is asked only of a move the primary's
 // cluster does not force (NoPrimary) and that has not begun (demoting).
@@ -66,32 +40,10 @@ func switchoverNotYet(s *scope, from, to, pod string, now time.Time) (string, ti
 				to, from, p.Epoch, SwitchoverReplayTimeout), wait
 		}
 	}
-	if !runsPrimary(s.memberDBs[from], p.Pod) {
+	if !s.shareOn(from).runsPrimary(p.Pod) {
 		return "", 0
 	}
-	return switchoverTargetNotStreaming(s.memberDBs[to], to, pod), 0
-}
-
-// switchoverTargetNotStreaming says why a planned switchover to pod in the share mdb must not
-// demote the running primary yet, or "" when it may: the target must be a standby that streams
-// from it, or it will not receive the WAL up to the old primary's final LSN and cannot promote.
-// A share without instance reports (no instance manager) has no WAL to wait for.
-func switchoverTargetNotStreaming(mdb *dbfleetv1alpha1.MemberDatabase, to, pod string) string {
-	if mdb == nil || len(mdb.Status.Instances) == 0 {
-		return ""
-	}
-	in := instanceOf(mdb, pod)
-	switch {
-	case in == nil:
-		return fmt.Sprintf("the switchover to %s waits for its instance %s to report", to, pod)
-	case in.Role != dbfleetv1alpha1.InstanceRunningStandby || !in.Ready:
-		msg := fmt.Sprintf("the switchover to %s waits until its instance %s streams from the primary (it reports role %s, ready %t", to, pod, in.Role, in.Ready)
-		if in.Message != "" {
-			msg += ": " + in.Message
-		}
-		return msg + "); the primary keeps taking writes meanwhile"
-	}
-	return ""
+	return s.shareOn(to).targetNotStreaming(to, pod), 0
 }
 
 // stuckSwitchoverTarget says why the primary cannot stay on its cluster, or "" when it can: it
@@ -105,7 +57,7 @@ func stuckSwitchoverTarget(s *scope, now time.Time) (string, time.Duration) {
 		return "", 0
 	}
 	mdb := s.memberDBs[p.Cluster]
-	in := instanceOf(mdb, p.Pod)
+	in := shareOf(mdb).instance(p.Pod)
 	if mdb == nil || mdb.Status.Epoch < p.Epoch || in == nil || in.Epoch < p.Epoch ||
 		in.Role != dbfleetv1alpha1.InstanceRunningStandby || in.PromotedEpoch >= p.Epoch {
 		return "", 0
@@ -114,7 +66,7 @@ func stuckSwitchoverTarget(s *scope, now time.Time) (string, time.Duration) {
 	if err != nil {
 		return "", 0
 	}
-	progress, ok := instanceProgress(mdb, p.Pod)
+	progress, ok := shareOf(mdb).progress(p.Pod)
 	if ok && progress.Received >= uint64(token) {
 		return "", 0 // it has the WAL and only replays it
 	}
@@ -130,33 +82,4 @@ func stuckSwitchoverTarget(s *scope, now time.Time) (string, time.Duration) {
 	}
 	return fmt.Sprintf("its switchover target %s holds %s, short of the final LSN %s it must replay past, %s after it was chosen; nothing sends it more",
 		p.Pod, held, p.PromoteAfterLSN, SwitchoverReplayTimeout), 0
-}
-
-// unpromotedToken is the promotion token for a planned move off a primary that never ran as
-// one: a switchover's target (status.primary.promoteAfterLSN set) whose instances report, from
-// the share at next or later, that they act on that epoch or a later one and were never promoted
-// at the primary's epoch. It took no write, so the WAL still ends at the LSN it was handed,
-// which the old primary holds. The second return says whether that is so; without proof (an
-// instance that does not report its epochs, or one promoted at that epoch, whose final LSN then
-// counts) it is false.
-func unpromotedToken(mdb *dbfleetv1alpha1.MemberDatabase, p *dbfleetv1alpha1.PrimaryStatus, next int64) (string, bool) {
-	if p == nil || p.PromoteAfterLSN == "" || mdb == nil || mdb.Status.Epoch < next || len(mdb.Status.Instances) == 0 {
-		return "", false
-	}
-	primaryReported := p.Pod == ""
-	for _, in := range mdb.Status.Instances {
-		if in.PromotedEpoch >= p.Epoch || in.Role == dbfleetv1alpha1.InstanceRunningPrimary {
-			return "", false
-		}
-		if p.Pod == "" || in.Pod == p.Pod {
-			if in.Epoch < next {
-				return "", false
-			}
-			primaryReported = true
-		}
-	}
-	if !primaryReported {
-		return "", false
-	}
-	return p.PromoteAfterLSN, true
 }

@@ -23,7 +23,7 @@ func (r instanceReading) String() string {
 	if !r.reported {
 		return fmt.Sprintf("%s/%s no WAL position reported", r.cluster, r.pod)
 	}
-	return fmt.Sprintf("%s/%s received %s replayed %s", r.cluster, r.pod, lsnString(r.progress.Received), lsnString(r.progress.Replayed))
+	return fmt.Sprintf("%s/%s received %s replayed %s", r.cluster, r.pod, contract.LSN(r.progress.Received).String(), contract.LSN(r.progress.Replayed).String())
 }
 
 // shareReadings are the readings of the pods of a share (ordinals start to start+count-1), in
@@ -37,7 +37,7 @@ func shareReadings(db, cluster string, start, count int32, mdb *dbfleetv1alpha1.
 			continue
 		}
 		r := instanceReading{cluster: cluster, pod: pod, ordinal: o}
-		r.progress, r.reported = instanceProgress(mdb, pod)
+		r.progress, r.reported = shareOf(mdb).progress(pod)
 		out = append(out, r)
 	}
 	return out

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // reportedShare is a MemberDatabase whose instances report pod → "received replayed".
@@ -114,8 +115,8 @@ func TestChoosePromotedPod(t *testing.T) {
 			t.Fatalf("chose %s, want db-3", got.pod)
 		}
 		progress := synchronousProgress(s)
-		if lsnString(progress["b"].Received) != "0/7000000" {
-			t.Errorf("synchronousProgress[b] = %s, want b's furthest quorum member (db-3, 0/7000000)", lsnString(progress["b"].Received))
+		if contract.LSN(progress["b"].Received).String() != "0/7000000" {
+			t.Errorf("synchronousProgress[b] = %s, want b's furthest quorum member (db-3, 0/7000000)", contract.LSN(progress["b"].Received).String())
 		}
 	})
 	t.Run("nothing reported: the lowest ordinal", func(t *testing.T) {

@@ -88,14 +88,14 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 			if forced {
 				why = fmt.Sprintf(" (it cannot stay there: %s)", reason)
 			}
-			if !forced && !demoting(s.memberDBs[from], epoch) {
+			if !forced && !s.shareOn(from).demoting(epoch) {
 				if msg, wait := switchoverNotYet(s, from, to, promoted.pod, now); msg != "" {
 					// The target's reports wake the database again.
 					s.failover.pendingSwitchover = msg
 					return soonest(wait, requeue), nil
 				}
 			}
-			if !demoted(s.memberDBs[from], epoch) {
+			if !s.shareOn(from).demoted(epoch) {
 				s.demotion = &demotion{cluster: from, epoch: epoch}
 				s.failover.hold(dbfleetv1alpha1.ReasonDemoting,
 					fmt.Sprintf("demoting the primary on %s (epoch %d)%s before promoting %s", from, epoch, why, to))
@@ -104,10 +104,10 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 			// The promotion token: the new primary replays past the old one's final LSN before it
 			// takes a write. Should the old cluster stop being Ready meanwhile, this is a failover
 			// (the branches below) and no longer waits for it.
-			lsn, waiting := finalLSN(s.memberDBs[from], dbc.Status.Primary.Epoch)
+			lsn, waiting := s.shareOn(from).finalLSN(dbc.Status.Primary.Epoch)
 			if waiting != "" {
 				// A switchover's target that never promoted hands on the token it was given.
-				if token, ok := unpromotedToken(s.memberDBs[from], dbc.Status.Primary, epoch); ok {
+				if token, ok := s.shareOn(from).unpromotedToken(dbc.Status.Primary, epoch); ok {
 					lsn, waiting = token, ""
 					tokenSource = fmt.Sprintf("the final LSN %s (handed on: %s never ran as primary at epoch %d)", token, from, dbc.Status.Primary.Epoch)
 					if stuck != "" {

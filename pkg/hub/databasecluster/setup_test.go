@@ -157,9 +157,9 @@ func TestUrgentReport(t *testing.T) {
 	}
 }
 
-// share is a MemberDatabase of database shop/orders in cluster's namespace, at generation 2,
+// observedShare is a MemberDatabase of database shop/orders in cluster's namespace, at generation 2,
 // that has reported on generation observed and is Available or not.
-func share(cluster string, observed int64, available bool) *dbfleetv1alpha1.MemberDatabase {
+func observedShare(cluster string, observed int64, available bool) *dbfleetv1alpha1.MemberDatabase {
 	m := &dbfleetv1alpha1.MemberDatabase{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "member-" + cluster, Name: "shop-orders", Generation: 2, ResourceVersion: "10"},
 		Spec:       dbfleetv1alpha1.MemberDatabaseSpec{DatabaseRef: dbfleetv1alpha1.DatabaseReference{Namespace: "shop", Name: "orders"}},
@@ -176,7 +176,7 @@ func share(cluster string, observed int64, available bool) *dbfleetv1alpha1.Memb
 // An urgent report waits reportBatch only while some share of its database has yet to report
 // Available on its current spec; the report that leaves none goes at once.
 func TestReportDelay(t *testing.T) {
-	deleting := share("central", 2, true)
+	deleting := observedShare("central", 2, true)
 	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	for _, tc := range []struct {
 		name   string
@@ -184,14 +184,14 @@ func TestReportDelay(t *testing.T) {
 		shares []*dbfleetv1alpha1.MemberDatabase
 		want   time.Duration
 	}{
-		{"the only share, Available", share("east", 2, true), nil, 0},
-		{"the only share, its own entry in the list", share("east", 2, true), []*dbfleetv1alpha1.MemberDatabase{share("east", 1, false)}, 0},
-		{"the last of three", share("east", 2, true), []*dbfleetv1alpha1.MemberDatabase{share("west", 2, true), share("central", 2, true)}, 0},
-		{"a sibling not Available yet", share("east", 2, true), []*dbfleetv1alpha1.MemberDatabase{share("west", 2, true), share("central", 2, false)}, reportBatch},
-		{"a sibling that has not seen its spec", share("east", 2, true), []*dbfleetv1alpha1.MemberDatabase{share("west", 1, true)}, reportBatch},
-		{"a sibling going away", share("east", 2, true), []*dbfleetv1alpha1.MemberDatabase{deleting}, reportBatch},
-		{"the report itself not Available", share("east", 2, false), []*dbfleetv1alpha1.MemberDatabase{share("west", 2, true)}, reportBatch},
-		{"the report itself on an older spec", share("east", 1, true), []*dbfleetv1alpha1.MemberDatabase{share("west", 2, true)}, reportBatch},
+		{"the only share, Available", observedShare("east", 2, true), nil, 0},
+		{"the only share, its own entry in the list", observedShare("east", 2, true), []*dbfleetv1alpha1.MemberDatabase{observedShare("east", 1, false)}, 0},
+		{"the last of three", observedShare("east", 2, true), []*dbfleetv1alpha1.MemberDatabase{observedShare("west", 2, true), observedShare("central", 2, true)}, 0},
+		{"a sibling not Available yet", observedShare("east", 2, true), []*dbfleetv1alpha1.MemberDatabase{observedShare("west", 2, true), observedShare("central", 2, false)}, reportBatch},
+		{"a sibling that has not seen its spec", observedShare("east", 2, true), []*dbfleetv1alpha1.MemberDatabase{observedShare("west", 1, true)}, reportBatch},
+		{"a sibling going away", observedShare("east", 2, true), []*dbfleetv1alpha1.MemberDatabase{deleting}, reportBatch},
+		{"the report itself not Available", observedShare("east", 2, false), []*dbfleetv1alpha1.MemberDatabase{observedShare("west", 2, true)}, reportBatch},
+		{"the report itself on an older spec", observedShare("east", 1, true), []*dbfleetv1alpha1.MemberDatabase{observedShare("west", 2, true)}, reportBatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var shares []dbfleetv1alpha1.MemberDatabase
@@ -210,7 +210,7 @@ func TestReportDelay(t *testing.T) {
 // waits reportBatch, and so does one whose shares cannot be listed.
 func TestTheReportCompletingADatabaseIsNotBatched(t *testing.T) {
 	ready := func(cluster string) *dbfleetv1alpha1.MemberDatabase {
-		m := share(cluster, 2, true)
+		m := observedShare(cluster, 2, true)
 		m.ResourceVersion = "11"
 		return m
 	}
@@ -220,9 +220,9 @@ func TestTheReportCompletingADatabaseIsNotBatched(t *testing.T) {
 		list   error
 		want   time.Duration
 	}{
-		{"the last share", []client.Object{share("west", 2, true), share("central", 2, true)}, nil, 0},
-		{"a share still to come", []client.Object{share("west", 2, true), share("central", 1, false)}, nil, reportBatch},
-		{"shares not listed", []client.Object{share("west", 2, true), share("central", 2, true)}, errors.New("cache not started"), reportBatch},
+		{"the last share", []client.Object{observedShare("west", 2, true), observedShare("central", 2, true)}, nil, 0},
+		{"a share still to come", []client.Object{observedShare("west", 2, true), observedShare("central", 1, false)}, nil, reportBatch},
+		{"shares not listed", []client.Object{observedShare("west", 2, true), observedShare("central", 2, true)}, errors.New("cache not started"), reportBatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs := append([]client.Object{ready("east")}, tc.others...)
@@ -236,7 +236,7 @@ func TestTheReportCompletingADatabaseIsNotBatched(t *testing.T) {
 				}}).Build()
 			r := &Reconciler{Client: c}
 			q := &recordingQueue{added: map[string]priorityqueue.AddOpts{}}
-			memberDatabaseEvents(r.sharesOf).Update(context.Background(), event.UpdateEvent{ObjectOld: share("east", 1, false), ObjectNew: ready("east")}, q)
+			memberDatabaseEvents(r.sharesOf).Update(context.Background(), event.UpdateEvent{ObjectOld: observedShare("east", 1, false), ObjectNew: ready("east")}, q)
 			got, ok := q.added["orders"]
 			if !ok {
 				t.Fatal("shop/orders not enqueued")
@@ -252,7 +252,7 @@ func TestTheReportCompletingADatabaseIsNotBatched(t *testing.T) {
 // endpoint, is reconciled at once, however many shares are still to report; other urgent
 // reports are batched.
 func TestHandoverReportsAreNotBatched(t *testing.T) {
-	before := share("east", 2, false)
+	before := observedShare("east", 2, false)
 	before.Status.Epoch = 2
 	with := func(rv string, change func(*dbfleetv1alpha1.MemberDatabase)) *dbfleetv1alpha1.MemberDatabase {
 		m := before.DeepCopy()

@@ -43,20 +43,6 @@ func shareState(v shareView) (dbfleetv1alpha1.PlacementState, int32) {
 	}
 }
 
-// degradedBecause is what a degraded share's agent says is wrong (", <Reason>: <message>" of its
-// Degraded condition), so the DatabaseCluster names the cause (an image the member cannot pull,
-// an object it cannot write) and not only the count of ready replicas.
-func degradedBecause(mdb *dbfleetv1alpha1.MemberDatabase) string {
-	if mdb == nil {
-		return ""
-	}
-	c := meta.FindStatusCondition(mdb.Status.Conditions, dbfleetv1alpha1.ConditionDegraded)
-	if c == nil || c.Status != metav1.ConditionTrue {
-		return ""
-	}
-	return ", " + c.Reason + ": " + truncate(c.Message)
-}
-
 // AvailableThreshold is how many ready replicas a DatabaseCluster needs, besides a ready primary,
 // to count as Available: a majority of spec.replicas, the quorum most replication setups need.
 func AvailableThreshold(replicas int32) int32 { return replicas/2 + 1 }
@@ -120,13 +106,13 @@ func summarize(s *scope) shares {
 			sh.primaryState = state
 			sh.primaryReady = ready > 0 && v.mdb != nil && v.mdb.Status.Epoch >= v.mdb.Spec.Epoch &&
 				(state == dbfleetv1alpha1.PlacementAvailable || state == dbfleetv1alpha1.PlacementProgressing) &&
-				instanceTakesWrites(v.mdb, dbc.Status.Primary)
+				shareOf(v.mdb).takesWrites(dbc.Status.Primary)
 		}
 		switch state {
 		case dbfleetv1alpha1.PlacementUnknown:
 			sh.unknown = append(sh.unknown, p.Cluster)
 		case dbfleetv1alpha1.PlacementDegraded:
-			sh.degraded = append(sh.degraded, fmt.Sprintf("%s (%d/%d ready%s)", p.Cluster, ready, p.Replicas, degradedBecause(v.mdb)))
+			sh.degraded = append(sh.degraded, fmt.Sprintf("%s (%d/%d ready%s)", p.Cluster, ready, p.Replicas, shareOf(v.mdb).degradedBecause()))
 		case dbfleetv1alpha1.PlacementPending, dbfleetv1alpha1.PlacementProgressing:
 			sh.progressing = append(sh.progressing, fmt.Sprintf("%s (%d/%d ready)", p.Cluster, ready, p.Replicas))
 		}
@@ -261,16 +247,4 @@ func setFailoverInProgressCondition(dbc *dbfleetv1alpha1.DatabaseCluster, f fail
 		// FailoverComplete, FailoverCanceled or NoFailover, at the current generation.
 		setCondition(dbc, dbfleetv1alpha1.ConditionFailoverInProgress, c.Status, c.Reason, c.Message)
 	}
-}
-
-// instanceTakesWrites reports whether the primary's pod reports itself running as primary at
-// the primary's epoch or later. A share without instance reports (no instance manager) is
-// judged by its pods' readiness alone; in a share with them, a pod missing from them is not
-// known to take writes.
-func instanceTakesWrites(mdb *dbfleetv1alpha1.MemberDatabase, primary *dbfleetv1alpha1.PrimaryStatus) bool {
-	if primary == nil || primary.Pod == "" || len(mdb.Status.Instances) == 0 {
-		return true
-	}
-	in := instanceOf(mdb, primary.Pod)
-	return in != nil && in.Role == dbfleetv1alpha1.InstanceRunningPrimary && (in.Epoch == 0 || in.Epoch >= primary.Epoch)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/placement"
 	"github.com/dbfleet/dbfleet/pkg/scheduling"
 )
@@ -111,14 +112,6 @@ func synchronousProgress(s *scope) map[string]placement.WALProgress {
 	return out
 }
 
-func instanceProgress(mdb *dbfleetv1alpha1.MemberDatabase, pod string) (placement.WALProgress, bool) {
-	in := instanceOf(mdb, pod)
-	if in == nil {
-		return placement.WALProgress{}, false
-	}
-	return scheduling.InstanceProgress(*in)
-}
-
 // synchronousGate says why a failover to pod in cluster to would lose acknowledged commits
 // under dataDurability required, or "" when it would not. Every commit the old primary
 // acknowledged is on at least W of the quorum's N standbys; so with R of them read in clusters
@@ -139,7 +132,7 @@ func synchronousGate(s *scope, to, pod string) string {
 			if !scheduling.ClusterReady(s.members[cluster]) {
 				continue
 			}
-			if p, ok := instanceProgress(mdb, pod); ok {
+			if p, ok := shareOf(mdb).progress(pod); ok {
 				read, found = append(read, reading{pod, p}), true
 				break
 			}
@@ -160,12 +153,10 @@ func synchronousGate(s *scope, to, pod string) string {
 			best = rd
 		}
 	}
-	target, ok := instanceProgress(s.memberDBs[to], pod)
+	target, ok := s.shareOn(to).progress(pod)
 	if !ok || !slices.Contains(quorum, pod) || target.Compare(best.progress) < 0 {
 		return fmt.Sprintf("dataDurability is required: of the synchronous standbys [%s], %s is the most advanced (received %s), and it is not the instance that %s would promote (%s): waiting rather than lose acknowledged writes",
-			strings.Join(quorum, ", "), best.pod, lsnString(best.progress.Received), to, pod)
+			strings.Join(quorum, ", "), best.pod, contract.LSN(best.progress.Received).String(), to, pod)
 	}
 	return ""
 }
-
-func lsnString(pos uint64) string { return fmt.Sprintf("%X/%X", pos>>32, uint32(pos)) }

@@ -21,7 +21,7 @@ func TestSynchronousGate(t *testing.T) {
 		meta.SetStatusCondition(&mc.Status.Conditions, metav1.Condition{Type: dbfleetv1alpha1.ConditionReady, Status: status, Reason: "Test"})
 		return mc
 	}
-	share := func(pods map[string]string) *dbfleetv1alpha1.MemberDatabase {
+	memberDB := func(pods map[string]string) *dbfleetv1alpha1.MemberDatabase {
 		mdb := &dbfleetv1alpha1.MemberDatabase{}
 		for pod, lsn := range pods {
 			mdb.Status.Instances = append(mdb.Status.Instances, dbfleetv1alpha1.InstanceStatus{Pod: pod, Role: dbfleetv1alpha1.InstanceRunningStandby, ReceivedLSN: lsn, ReplayedLSN: lsn})
@@ -67,7 +67,7 @@ func TestSynchronousGate(t *testing.T) {
 			}
 			s := &scope{dbc: dbc,
 				members:   map[string]*dbfleetv1alpha1.MemberCluster{"a": ready("a", false), "b": ready("b", tc.bReady), "c": ready("c", true)},
-				memberDBs: map[string]*dbfleetv1alpha1.MemberDatabase{"a": share(nil), "b": share(tc.b), "c": share(tc.c)}}
+				memberDBs: map[string]*dbfleetv1alpha1.MemberDatabase{"a": memberDB(nil), "b": memberDB(tc.b), "c": memberDB(tc.c)}}
 			got := synchronousGate(s, tc.to, choosePromotedPod(s, planned, tc.to).pod)
 			switch {
 			case tc.wantHold == "" && got != "":

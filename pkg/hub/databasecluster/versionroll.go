@@ -214,16 +214,16 @@ func versionsOf(old []rollShare) string {
 // planRollOf is planRoll over the scope's DatabaseCluster and MemberDatabases as they are now.
 func planRollOf(s *scope) rollPlan {
 	dbc := s.dbc
-	share := func(cluster string) rollShare {
+	rollShareOn := func(cluster string) rollShare {
 		return rollShare{cluster: cluster, mdb: s.memberDBs[cluster], reachable: scheduling.ClusterReady(s.members[cluster])}
 	}
 	placed := make([]rollShare, 0, len(dbc.Status.Placements))
 	for _, p := range dbc.Status.Placements {
-		placed = append(placed, share(p.Cluster))
+		placed = append(placed, rollShareOn(p.Cluster))
 	}
 	var evicting []rollShare
 	for _, e := range dbc.Status.Evictions {
-		evicting = append(evicting, share(e.Cluster))
+		evicting = append(evicting, rollShareOn(e.Cluster))
 	}
 	return planRoll(&dbc.Spec.DatabaseTemplate, dbc.Status.Primary, placed, evicting)
 }
