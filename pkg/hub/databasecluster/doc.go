@@ -6,6 +6,9 @@
 // the agents report back into the DatabaseCluster's status. A finalizer makes deletion wait until
 // every member agent has confirmed the removal of its share.
 //
+// A decision that moves the primary is a primaryMove (primarymove.go), whose steps each hold it
+// or let it go on; what the hub reads of one cluster's MemberDatabase is a share (share.go).
+//
 // One reconciler owns the whole DatabaseCluster status, so its conditions never race: each phase
 // is a small function over a shared scope, each condition has one setter (status.go, after Cluster
 // API's cluster_controller_status.go), and status is written once, only when it changed. Metrics

@@ -55,12 +55,12 @@ type Liveness interface {
 // seen for its fenceAfter plus FencingMargin, on the hub's own clock and confirmed against the API
 // server (Liveness). With failover: Manual it waits for the user instead. It returns how long to
 // wait (zero: go ahead), the FailoverInProgress reason and a message.
-func (r *Reconciler) failoverGate(ctx context.Context, dbc *dbfleetv1alpha1.DatabaseCluster, old *dbfleetv1alpha1.MemberCluster, oldShare *dbfleetv1alpha1.MemberDatabase, from string) (time.Duration, string, string) {
+func (r *Reconciler) failoverGate(ctx context.Context, dbc *dbfleetv1alpha1.DatabaseCluster, old *dbfleetv1alpha1.MemberCluster, oldShare share, from string) (time.Duration, string, string) {
 	if dbc.Spec.Primary != nil && dbc.Spec.Primary.Failover == dbfleetv1alpha1.FailoverManual {
 		return time.Minute, dbfleetv1alpha1.ReasonManualFailoverRequired, fmt.Sprintf(
 			"primary cluster %s is not ready and failover is Manual: set spec.primary.failover to Automatic to let the hub promote elsewhere", from)
 	}
-	if shareOf(oldShare).leaseLapsed(dbc.Status.Primary) {
+	if oldShare.leaseLapsed(dbc.Status.Primary) {
 		// The agent still heartbeats (its member API server is down, say), so there is no
 		// silence to wait out; but it says its primary Lease ran out unrenewed at the current
 		// epoch, so the primary has stopped taking writes and stays fenced at that epoch.

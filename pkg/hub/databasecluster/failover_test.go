@@ -33,20 +33,20 @@ func TestFailoverGatePromotesOnlyOnConfirmedSilence(t *testing.T) {
 	// The hub heard nothing for longer than needed, but the agent renewed 2 s ago.
 	clock.Step(need + time.Second)
 	apiRenewTime = clock.Now().Add(-2 * time.Second)
-	if wait, reason, msg := r.failoverGate(ctx, dbc, old, nil, "east"); wait != need || reason != dbfleetv1alpha1.ReasonWaitingForFencing {
+	if wait, reason, msg := r.failoverGate(ctx, dbc, old, share{}, "east"); wait != need || reason != dbfleetv1alpha1.ReasonWaitingForFencing {
 		t.Fatalf("with a renewal the watch had not delivered: wait %s, reason %q (%s); want %s, %s", wait, reason, msg, need, dbfleetv1alpha1.ReasonWaitingForFencing)
 	}
 
 	// The Lease cannot be read: the silence is not confirmed, so no promotion.
 	clock.Step(need + time.Second)
 	readErr = errors.New("the server is currently unable to handle the request")
-	if wait, reason, msg := r.failoverGate(ctx, dbc, old, nil, "east"); wait == 0 || reason != dbfleetv1alpha1.ReasonWaitingForFencing {
+	if wait, reason, msg := r.failoverGate(ctx, dbc, old, share{}, "east"); wait == 0 || reason != dbfleetv1alpha1.ReasonWaitingForFencing {
 		t.Fatalf("with the Lease unreadable: wait %s, reason %q (%s); want a wait, %s", wait, reason, msg, dbfleetv1alpha1.ReasonWaitingForFencing)
 	}
 
 	// Confirmed: no renewal since; the agent has fenced itself.
 	readErr = nil
-	if wait, reason, msg := r.failoverGate(ctx, dbc, old, nil, "east"); wait != 0 {
+	if wait, reason, msg := r.failoverGate(ctx, dbc, old, share{}, "east"); wait != 0 {
 		t.Fatalf("with the silence confirmed: wait %s, reason %q (%s); want to go ahead", wait, reason, msg)
 	}
 }
@@ -89,7 +89,7 @@ func TestFailoverGateGoesAheadOnALapsedPrimaryLease(t *testing.T) {
 		{"fenced for another reason", memberDB(4, 4, dbfleetv1alpha1.ReasonHubLeaseExpired), false},
 		{"no share", nil, false},
 	} {
-		wait, reason, msg := r.failoverGate(ctx, dbc, old, tc.share, "east")
+		wait, reason, msg := r.failoverGate(ctx, dbc, old, shareOf(tc.share), "east")
 		if (wait == 0) != tc.go_ {
 			t.Errorf("%s: wait %s, reason %q (%s); want go ahead %t", tc.name, wait, reason, msg, tc.go_)
 		}

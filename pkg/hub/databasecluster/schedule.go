@@ -9,41 +9,95 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/policy"
 	"github.com/dbfleet/dbfleet/pkg/scheduling"
 )
 
-// schedule runs scheduling for the reconciler, with its metrics and Events. It holds a decision
-// back while the old primary may still act (demotion, eviction, fencing) and while the eviction
-// rate limit says so, noting in s why (FailoverInProgress is set from that by
+// schedule runs scheduling for the reconciler, with its metrics and Events. A decision that
+// moves the primary is adopted only once the move's steps let it go on (primaryMove: demotion,
+// promotion token, eviction, fencing, the synchronous quorum), and any decision only while the
+// eviction rate limit allows; until then s notes why (FailoverInProgress is set from that by
 // setFailoverInProgressCondition). Only an adopted decision changes the status, and only its
 // evictions are counted. It returns when the DatabaseCluster must be looked at again.
 func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, error) {
+	now := r.Clock.Now()
+	in, err := r.schedulingInputs(ctx, s, now)
+	if err != nil {
+		return 0, err
+	}
+	before := meta.FindStatusCondition(s.dbc.Status.Conditions, dbfleetv1alpha1.ConditionScheduled).DeepCopy()
+	// Schedule on a copy: it is adopted only once nothing holds it back.
+	planned := s.dbc.DeepCopy()
+	start := time.Now()
+	out := scheduling.ScheduleMatched(planned, in.match, s.members, now, in.options)
+	schedulingSeconds.Observe(time.Since(start).Seconds())
+	decisions.WithLabelValues(out.Reason).Inc()
+	requeue := soonest(out.RequeueAfter, in.recheck)
+	s.failover.pendingSwitchover = out.PendingSwitchover
+
+	move := primaryMoveOf(s, planned, out, in)
+	if move != nil {
+		if h := r.gate(ctx, s, move, planned, now); h != nil {
+			move.holdOn(s, h)
+			return soonest(h.wait, requeue), nil
+		}
+		move.applyTo(planned)
+	}
+	if wait := r.evictionDelay(client.ObjectKeyFromObject(s.dbc), out.FailureEvictions(), now); wait > 0 {
+		// Too many shares are leaving failed clusters at once (a hub-side network fault looks like
+		// that too): keep this placement a little longer.
+		evictionsDelayed.Inc()
+		r.Recorder.Eventf(s.dbc, nil, corev1.EventTypeWarning, "EvictionDelayed", "Evict",
+			"eviction rate limit reached; moving %d shares off failed clusters in %s", out.FailureEvictions(), wait.Round(time.Millisecond))
+		if move != nil {
+			s.failover.hold(dbfleetv1alpha1.ReasonEvictionRateLimited, fmt.Sprintf(
+				"the primary moves from %s to %s once the eviction rate limit lets its shares go", move.from, move.to))
+		}
+		return soonest(wait, requeue), nil
+	}
+	r.adopt(s, planned, out, move)
+	r.recordDecision(s.dbc, before, out, move)
+	return requeue, nil
+}
+
+// schedulingInputs is what scheduling decides from besides the DatabaseCluster and the members.
+type schedulingInputs struct {
+	match   *policy.Match
+	options scheduling.Options
+	// stuck is why the primary cannot stay on its cluster as a switchover target that never gets
+	// its token's WAL (stuckSwitchoverTarget), "" otherwise.
+	stuck string
+	// recheck is when the inputs change with time alone (an application failover's toleration,
+	// a switchover target's replay timeout).
+	recheck time.Duration
+}
+
+// schedulingInputs matches the policy and gathers scheduling's options: clusters to avoid, the
+// shares' WAL progress (with dataDurability required, the quorum's only), and clusters that must
+// not hold the primary.
+func (r *Reconciler) schedulingInputs(ctx context.Context, s *scope, now time.Time) (schedulingInputs, error) {
 	dbc := s.dbc
 	// The policies are the cache's own objects (no deep copy of 400 policies per reconcile):
 	// scheduling only reads them.
 	pps := &dbfleetv1alpha1.PropagationPolicyList{}
 	if err := r.Client.List(ctx, pps, client.InNamespace(dbc.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return 0, fmt.Errorf("list PropagationPolicies: %w", err)
+		return schedulingInputs{}, fmt.Errorf("list PropagationPolicies: %w", err)
 	}
 	cpps := &dbfleetv1alpha1.ClusterPropagationPolicyList{}
 	if err := r.Client.List(ctx, cpps, client.UnsafeDisableDeepCopy); err != nil {
-		return 0, fmt.Errorf("list ClusterPropagationPolicies: %w", err)
+		return schedulingInputs{}, fmt.Errorf("list ClusterPropagationPolicies: %w", err)
 	}
-	before := meta.FindStatusCondition(dbc.Status.Conditions, dbfleetv1alpha1.ConditionScheduled).DeepCopy()
-	now := r.Clock.Now()
-	match := r.policies.Select(dbc, pps.Items, cpps.Items)
+	in := schedulingInputs{match: r.policies.Select(dbc, pps.Items, cpps.Items)}
 	var failover *dbfleetv1alpha1.FailoverBehavior
-	if match != nil {
-		failover = match.Spec.Failover
+	if in.match != nil {
+		failover = in.match.Spec.Failover
 	}
 	avoid, appDeadline := avoidClusters(s, failover, now)
-	start := time.Now()
-	// Schedule on a copy: a failover may have to wait for the old primary to fence itself.
-	planned := dbc.DeepCopy()
 	progress := scheduling.Progress(s.memberDBs)
 	if required(dbc) {
 		// Only a standby of the quorum may take the primary: the others count as having nothing.
@@ -57,126 +111,56 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 		}
 		noPrimary[dbc.Status.Primary.Cluster] = stuck
 	}
-	out := scheduling.ScheduleMatched(planned, match, s.members, now, scheduling.Options{
+	in.stuck, in.recheck = stuck, soonest(appDeadline, stuckRecheck)
+	in.options = scheduling.Options{
 		DefaultTolerationSeconds: r.DefaultTolerationSeconds,
 		Avoid:                    avoid,
 		Progress:                 progress,
 		SwitchoverTo:             s.roll.switchoverTo,
 		NoPrimary:                noPrimary,
-	})
-	schedulingSeconds.Observe(time.Since(start).Seconds())
-	decisions.WithLabelValues(out.Reason).Inc()
-	requeue := soonest(soonest(out.RequeueAfter, appDeadline), stuckRecheck)
-	s.failover.pendingSwitchover = out.PendingSwitchover
+	}
+	return in, nil
+}
 
-	primaryMoves := out.PrimaryMoved && out.PrimaryFrom != "none"
-	var promoted primaryPodChoice
-	tokenSource := "" // the promotion token, when it is not the old primary's own final LSN
-	if out.PrimaryMoved {
-		// Inside the share too, the instance furthest in the WAL becomes the primary pod.
-		promoted = choosePromotedPod(s, planned, planned.Status.Primary.Cluster)
-		planned.Status.Primary.Pod = promoted.pod
+// primaryMoveOf is the move of the primary the decision out makes, nil when the primary stays or
+// is placed for the first time. Inside the target share too, the instance furthest in the WAL
+// becomes the primary pod (on a first placement as well: planned names it either way).
+func primaryMoveOf(s *scope, planned *dbfleetv1alpha1.DatabaseCluster, out scheduling.Outcome, in schedulingInputs) *primaryMove {
+	if !out.PrimaryMoved {
+		return nil
 	}
-	if primaryMoves {
-		from, to, epoch := out.PrimaryFrom, planned.Status.Primary.Cluster, planned.Status.Primary.Epoch
-		old := s.members[from]
-		switch {
-		case scheduling.ClusterReady(old):
-			// A planned move: demote first, promote only once the old cluster confirms.
-			why := ""
-			reason, forced := noPrimary[from]
-			if forced {
-				why = fmt.Sprintf(" (it cannot stay there: %s)", reason)
-			}
-			if !forced && !s.shareOn(from).demoting(epoch) {
-				if msg, wait := switchoverNotYet(s, from, to, promoted.pod, now); msg != "" {
-					// The target's reports wake the database again.
-					s.failover.pendingSwitchover = msg
-					return soonest(wait, requeue), nil
-				}
-			}
-			if !s.shareOn(from).demoted(epoch) {
-				s.demotion = &demotion{cluster: from, epoch: epoch}
-				s.failover.hold(dbfleetv1alpha1.ReasonDemoting,
-					fmt.Sprintf("demoting the primary on %s (epoch %d)%s before promoting %s", from, epoch, why, to))
-				return requeue, nil
-			}
-			// The promotion token: the new primary replays past the old one's final LSN before it
-			// takes a write. Should the old cluster stop being Ready meanwhile, this is a failover
-			// (the branches below) and no longer waits for it.
-			lsn, waiting := s.shareOn(from).finalLSN(dbc.Status.Primary.Epoch)
-			if waiting != "" {
-				// A switchover's target that never promoted hands on the token it was given.
-				if token, ok := s.shareOn(from).unpromotedToken(dbc.Status.Primary, epoch); ok {
-					lsn, waiting = token, ""
-					tokenSource = fmt.Sprintf("the final LSN %s (handed on: %s never ran as primary at epoch %d)", token, from, dbc.Status.Primary.Epoch)
-					if stuck != "" {
-						// The switchover to it never took place: it stays asked for, and is
-						// tried again once its target streams.
-						planned.Status.Primary.Preferred = ""
-					}
-				}
-			}
-			if waiting != "" {
-				s.demotion = &demotion{cluster: from, epoch: epoch}
-				s.failover.hold(dbfleetv1alpha1.ReasonDemoting,
-					fmt.Sprintf("the primary on %s stepped down at epoch %d%s; %s before promoting %s", from, epoch, why, waiting, to))
-				return requeue, nil
-			}
-			planned.Status.Primary.PromoteAfterLSN = lsn
-		case scheduling.PlacedOn(planned, from):
-			// The old primary's cluster is unhealthy but its share is not evicted yet (its taint is
-			// still tolerated): the primary stays until the eviction, which comes at grace +
-			// toleration after the last renewal.
-			s.failover.hold(dbfleetv1alpha1.ReasonWaitingForEviction, fmt.Sprintf(
-				"primary cluster %s is not ready; the primary moves when its share is evicted (after the policy's toleration)", from))
-			return requeue, nil
-		default:
-			if wait, reason, msg := r.failoverGate(ctx, dbc, old, s.memberDBs[from], from); wait > 0 {
-				// Keep the placement in force, old share and primary included, until it is safe.
-				s.failover.hold(reason, msg)
-				return soonest(wait, requeue), nil
-			}
-			if required(dbc) {
-				if msg := synchronousGate(s, to, promoted.pod); msg != "" {
-					// The standbys' reports wake the database again; the requeue is a safety net.
-					s.failover.hold(dbfleetv1alpha1.ReasonWaitingForSynchronousStandby, msg)
-					return soonest(synchronousRecheck, requeue), nil
-				}
-			}
-		}
+	promoted := choosePromotedPod(s, planned, planned.Status.Primary.Cluster)
+	planned.Status.Primary.Pod = promoted.pod
+	if out.PrimaryFrom == "none" {
+		return nil
 	}
-	if wait := r.evictionDelay(client.ObjectKeyFromObject(dbc), out.FailureEvictions(), now); wait > 0 {
-		// Too many shares are leaving failed clusters at once (a hub-side network fault looks like
-		// that too): keep this placement a little longer.
-		evictionsDelayed.Inc()
-		r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, "EvictionDelayed", "Evict",
-			"eviction rate limit reached; moving %d shares off failed clusters in %s", out.FailureEvictions(), wait.Round(time.Millisecond))
-		if primaryMoves {
-			s.failover.hold(dbfleetv1alpha1.ReasonEvictionRateLimited, fmt.Sprintf(
-				"the primary moves from %s to %s once the eviction rate limit lets its shares go", out.PrimaryFrom, planned.Status.Primary.Cluster))
-		}
-		return soonest(wait, requeue), nil
-	}
+	forcedBy, forced := in.options.NoPrimary[out.PrimaryFrom]
+	return &primaryMove{from: out.PrimaryFrom, to: planned.Status.Primary.Cluster, current: s.dbc.Status.Primary,
+		epoch: planned.Status.Primary.Epoch, promoted: promoted, forced: forced, forcedBy: forcedBy, stuckTarget: in.stuck != ""}
+}
 
-	// Adopted.
-	dbc.Status = planned.Status
+// adopt makes the decision the database's status and counts what it did.
+func (r *Reconciler) adopt(s *scope, planned *dbfleetv1alpha1.DatabaseCluster, out scheduling.Outcome, move *primaryMove) {
+	s.dbc.Status = planned.Status
 	for reason, n := range out.Evictions {
 		evictions.WithLabelValues(string(reason)).Add(float64(n))
 	}
-	if primaryMoves {
-		s.failover.promoted = fmt.Sprintf("primary moved from %s to %s at epoch %d, on %s; waiting for it to be ready",
-			out.PrimaryFrom, dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch, promoted.describe())
-		if lsn := dbc.Status.Primary.PromoteAfterLSN; lsn != "" {
-			if tokenSource == "" {
-				tokenSource = fmt.Sprintf("%s's final LSN %s", out.PrimaryFrom, lsn)
-			}
-			s.failover.promoted = fmt.Sprintf("primary moved from %s to %s at epoch %d, on %s; waiting for it to replay past %s and be ready",
-				out.PrimaryFrom, dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch, promoted.describe(), tokenSource)
-		}
-		promotions.Inc()
+	if move == nil {
+		return
 	}
+	p := s.dbc.Status.Primary
+	s.failover.promoted = fmt.Sprintf("primary moved from %s to %s at epoch %d, on %s; waiting for it to be ready",
+		move.from, p.Cluster, p.Epoch, move.promoted.describe())
+	if token := move.describeToken(); token != "" {
+		s.failover.promoted = fmt.Sprintf("primary moved from %s to %s at epoch %d, on %s; waiting for it to replay past %s and be ready",
+			move.from, p.Cluster, p.Epoch, move.promoted.describe(), token)
+	}
+	promotions.Inc()
+}
 
+// recordDecision raises the Events of an adopted decision (before is the Scheduled condition as
+// the reconcile found it).
+func (r *Reconciler) recordDecision(dbc *dbfleetv1alpha1.DatabaseCluster, before *metav1.Condition, out scheduling.Outcome, move *primaryMove) {
 	after := meta.FindStatusCondition(dbc.Status.Conditions, dbfleetv1alpha1.ConditionScheduled)
 	if out.Err != nil && (before == nil || before.Reason != after.Reason || before.Message != after.Message) {
 		r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, out.Reason, "Schedule", "%s", truncate(out.Err.Error()))
@@ -189,20 +173,19 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 		// comes with every database created).
 		r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, dbfleetv1alpha1.ReasonScheduled, "Schedule", "%s; primary on %s at epoch %d",
 			listSome(out.Moves), dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch)
-		return requeue, nil
+		return
 	}
-	if out.PrimaryMoved {
+	if move != nil {
 		handover := ""
-		if tokenSource != "" {
-			handover = fmt.Sprintf(" (switchover: promoted after replaying past %s)", tokenSource)
+		if token := move.describeToken(); token != "" {
+			handover = fmt.Sprintf(" (switchover: promoted after replaying past %s)", token)
 		}
 		r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, "PrimaryChanged", "Promote", "%s", truncate(fmt.Sprintf(
-			"primary moved from %s to %s at epoch %d%s, on %s", out.PrimaryFrom, dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch, handover, promoted.describe())))
+			"primary moved from %s to %s at epoch %d%s, on %s", move.from, dbc.Status.Primary.Cluster, dbc.Status.Primary.Epoch, handover, move.promoted.describe())))
 	}
 	if len(out.Moves) > 0 {
 		r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, "ReplicasMoved", "Schedule", "%s", listSome(out.Moves))
 	}
-	return requeue, nil
 }
 
 // synchronousRecheck is when a failover held for its synchronous standbys is looked at again,
