@@ -12,8 +12,15 @@ type Engine string
 
 const (
 	EnginePostgres Engine = "postgres"
-	EngineMySQL    Engine = "mysql"
-	// EngineCustom runs the image the user names; dbfleet knows nothing of its protocol.
+	// EngineMySQL stays in the enum, so that a mysql database meets our refusal rather than
+	// "Unsupported value", but admission refuses it (the rule on DatabaseTemplate.Engine) until
+	// dbfleet has a MySQL data plane: nothing would replicate it, promote it or fence its writes.
+	// The rule sits on the template, so a MemberDatabase refuses it too: the hub writes one only
+	// from a DatabaseCluster, and an agent has no MySQL data plane either. CRD validation
+	// ratcheting lets an object stored before the rule be updated as long as its engine stays.
+	EngineMySQL Engine = "mysql"
+	// EngineCustom runs the image the user names; dbfleet knows nothing of its protocol and
+	// fences nothing.
 	EngineCustom Engine = "custom"
 )
 
@@ -23,8 +30,11 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.engine != 'postgres' || oldSelf.engine != 'postgres' || self.version.split('.')[0] == oldSelf.version.split('.')[0]",messageExpression="'the postgres major version cannot change (' + oldSelf.version + ' to ' + self.version + '): major upgrades (pg_upgrade) are not supported yet; minor versions of ' + oldSelf.version.split('.')[0] + ' may change'",fieldPath=".version"
 // +kubebuilder:validation:XValidation:rule="!has(self.postgres) || self.engine == 'postgres'",message="postgres settings apply only to engine postgres",fieldPath=".postgres",reason="FieldValueForbidden"
 type DatabaseTemplate struct {
-	// Engine is the database engine: postgres, mysql or custom. It cannot change after creation.
+	// Engine is the database engine: postgres, or custom (dbfleet runs your image, knows nothing
+	// of its protocol, fences nothing). mysql is refused until dbfleet has a MySQL data plane.
+	// It cannot change after creation.
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="engine is immutable"
+	// +kubebuilder:validation:XValidation:rule="self != 'mysql'",message="engine mysql is not supported yet: dbfleet has no MySQL data plane (replication, fencing); use postgres, or custom to run your own image",reason="FieldValueForbidden"
 	// +required
 	Engine Engine `json:"engine"`
 

@@ -75,6 +75,11 @@ func TestLoadFilesRefusesWhatTheAPIServerRefuses(t *testing.T) {
 			want: []string{"DatabaseCluster shop/orders", `spec.engine: Unsupported value: "oracle"`},
 		},
 		{
+			name: "engine mysql",
+			doc:  strings.Replace(goodDatabase, "engine: postgres", "engine: mysql", 1),
+			want: []string{"spec.engine: Forbidden", "engine mysql is not supported yet"},
+		},
+		{
 			name: "empty version",
 			doc:  strings.Replace(goodDatabase, `version: "16"`, `version: ""`, 1),
 			want: []string{"spec.version: Invalid value", "at least 1 chars long"},

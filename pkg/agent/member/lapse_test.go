@@ -21,27 +21,27 @@ func TestJudgeLeaseLapse(t *testing.T) {
 	r := &Reconciler{Guard: fence.NewGuard(clocktesting.NewFakeClock(start), 8500*time.Millisecond)}
 	mdb := &dbfleetv1alpha1.MemberDatabase{}
 	mdb.Spec.Epoch = 3
-	const key = "east/member-east/shop.orders"
+	share := &shareState{}
 	refused := errors.New("connection refused")
 	ctx := context.Background()
 
-	if lapsed, wait := r.judgeLeaseLapse(ctx, key, mdb, refused, start.Add(time.Hour)); lapsed || wait != 0 {
+	if lapsed, wait := r.judgeLeaseLapse(ctx, share, mdb, refused, start.Add(time.Hour)); lapsed || wait != 0 {
 		t.Errorf("no renewal tried at the epoch: lapsed %t, wait %s; want neither (an earlier agent may have renewed)", lapsed, wait)
 	}
-	r.leaseTried.Store(key, leaseTry{epoch: 2, renewed: start})
-	if lapsed, _ := r.judgeLeaseLapse(ctx, key, mdb, refused, start.Add(time.Hour)); lapsed {
+	share.leaseTried = leaseTry{epoch: 2, renewed: start}
+	if lapsed, _ := r.judgeLeaseLapse(ctx, share, mdb, refused, start.Add(time.Hour)); lapsed {
 		t.Error("a renewal tried at an older epoch counted")
 	}
 	renewed := start.Add(10 * time.Second)
-	r.leaseTried.Store(key, leaseTry{epoch: 3, renewed: renewed})
+	share.leaseTried = leaseTry{epoch: 3, renewed: renewed}
 	lapse := renewed.Add(8*time.Second + contract.MaxClockSkew) // the Lease lasts whole seconds, rounded down
-	if lapsed, wait := r.judgeLeaseLapse(ctx, key, mdb, refused, lapse.Add(-time.Millisecond)); lapsed || wait != time.Millisecond {
+	if lapsed, wait := r.judgeLeaseLapse(ctx, share, mdb, refused, lapse.Add(-time.Millisecond)); lapsed || wait != time.Millisecond {
 		t.Errorf("just before the lapse: lapsed %t, wait %s; want not yet, 1ms", lapsed, wait)
 	}
-	if lapsed, _ := r.judgeLeaseLapse(ctx, key, mdb, refused, lapse); !lapsed {
+	if lapsed, _ := r.judgeLeaseLapse(ctx, share, mdb, refused, lapse); !lapsed {
 		t.Error("at the lapse: not judged lapsed")
 	}
-	if v, _ := r.leaseLapsed.Load(key); v != int64(3) {
-		t.Errorf("leaseLapsed records %v, want epoch 3", v)
+	if share.lapsed != 3 {
+		t.Errorf("the share records a lapse at epoch %d, want 3", share.lapsed)
 	}
 }

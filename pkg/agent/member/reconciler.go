@@ -7,7 +7,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -17,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -50,27 +48,18 @@ type Reconciler struct {
 	// HTTPClient reads the instances' /status; nil uses http.DefaultClient.
 	HTTPClient *http.Client
 
-	// passes remembers, for each live primary share, what its last full pass left behind (a
-	// passRecord by "cluster/namespace/name"), so that the passes which only carry hub
-	// renewals into the primary Lease need not re-apply every object.
-	passes sync.Map
-	// fenceCounted is the epoch at which each share's fence was last counted (by the same key as
-	// passes): a pass right after the fence may still read the StatefulSet from a cache without
-	// the fenced epoch, and fence again; the metric counts that fence once.
-	fenceCounted sync.Map
-	// leaseTried is, by the same key, the latest renewal this agent tried to write into each
-	// share's primary Lease (a leaseTry): a write that seemed to fail may have landed, so this is
-	// the latest the Lease can say.
-	leaseTried sync.Map
-	// leaseLapsed is, by the same key, the epoch at which the agent judged a share's primary Lease
-	// lapsed while it could not reach its member API server (see memberUnreachable): the share
-	// is fenced at that epoch once the member answers again.
-	leaseLapsed sync.Map
-	// reported is the status of each share's last report, for a cache not yet showing it.
+	// shares is what the agent remembers of each share between passes, one record a share.
+	shares shareStates
+	// reported is the status of each share's last report, for a cache not yet showing it. It
+	// stays apart from shares: ownwrites.Tracker, which the hub's controllers use too, is the
+	// one place that compares resource versions; forget drops both.
 	reported reports
-	// unreported is when the agent first applied each share it has not reported yet (by
-	// types.NamespacedName): see holdFirstReport.
-	unreported sync.Map
+}
+
+// forget drops everything the agent remembers of a share that is going away.
+func (r *Reconciler) forget(key shareKey) {
+	r.shares.forget(key)
+	r.reported.forget(key.NamespacedName)
 }
 
 // now is the agent's clock (the guard's): the one its Lease renewals are written with, so the one
@@ -85,12 +74,6 @@ func (r *Reconciler) now() time.Time {
 // firstReportHold is how long a new share's first report may wait for its StatefulSet to become
 // ready, so that one status write says both "applied" and "ready" (see holdFirstReport).
 const firstReportHold = 3 * time.Second
-
-// passRecord is what a full pass of a live primary share saw and left.
-type passRecord struct {
-	mdbResourceVersion, stsResourceVersion string
-	at                                     time.Time
-}
 
 // fullPassEvery bounds how long a live primary share goes on lease renewals alone: a full pass
 // re-applies its Service and PodDisruptionBudgets, which nothing watches for drift.
@@ -165,8 +148,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	ctx = ctrl.LoggerInto(ctx, log)
 
 	hub := r.Manager.GetLocalManager().GetClient()
+	key := shareKey{cluster: req.ClusterName, NamespacedName: req.NamespacedName}
 	mdb := &dbfleetv1alpha1.MemberDatabase{}
 	if err := hub.Get(ctx, req.NamespacedName, mdb); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(key) // gone, perhaps without the agent seeing it go (its finalizer removed by hand)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if mdb.Labels[dbfleetv1alpha1.LabelCluster] != req.ClusterName || mdb.Namespace != dbfleetv1alpha1.MemberNamespace(req.ClusterName) {
@@ -181,12 +168,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	}
 	member := cl.GetClient()
 
-	passKey := req.ClusterName + "/" + req.Namespace + "/" + req.Name
 	if !mdb.DeletionTimestamp.IsZero() {
-		r.passes.Delete(passKey)
-		r.fenceCounted.Delete(passKey)
-		r.reported.forget(req.NamespacedName)
-		r.unreported.Delete(req.NamespacedName)
+		r.forget(key)
 		return ctrl.Result{}, r.cleanup(ctx, hub, member, mdb, req.ClusterName)
 	}
 	if !controllerutil.ContainsFinalizer(mdb, dbfleetv1alpha1.MemberDatabaseFinalizer) {
@@ -198,10 +181,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 		mdb = patched
 	}
 
-	if res, ok := r.renewOnly(ctx, member, mdb, passKey, req.ClusterName); ok {
+	share := r.shares.get(key)
+	if res, ok := r.renewOnly(ctx, member, mdb, share, req.ClusterName); ok {
 		return res, nil
 	}
-	r.passes.Delete(passKey)
+	share.lastPass = nil
 
 	r.reported.catchUp(mdb)
 	before := mdb.DeepCopy()
@@ -218,8 +202,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 		fencedAt = 0 // the hub has since handed out a higher epoch: the old fence is spent
 	}
 	primary := mdb.Spec.Role == dbfleetv1alpha1.RolePrimary
-	lapsed, _ := r.leaseLapsed.Load(passKey)
-	lapsedHere := lapsed != nil && lapsed.(int64) == mdb.Spec.Epoch
+	lapsedHere := share.lapsed == mdb.Spec.Epoch
 	fencing := primary && fencedAt == 0 && r.Guard != nil && (!r.Guard.Fresh() || lapsedHere)
 	if fencing {
 		fencedAt = mdb.Spec.Epoch
@@ -231,11 +214,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	}
 	fenced := primary && fencedAt > 0
 
-	pass := r.applyShare(ctx, member, cl.GetAPIReader(), mdb, fencedAt, req.ClusterName)
+	pass := r.applyShare(ctx, member, cl.GetAPIReader(), mdb, share, fencedAt, req.ClusterName)
 	var lapseWait time.Duration
 	if primary && !fenced && pass.leaseErr != nil && r.Guard != nil {
 		var lapsedNow bool
-		if lapsedNow, lapseWait = r.judgeLeaseLapse(ctx, passKey, mdb, pass.leaseErr, r.now()); lapsedNow {
+		if lapsedNow, lapseWait = r.judgeLeaseLapse(ctx, share, mdb, pass.leaseErr, r.now()); lapsedNow {
 			fenced, fencedAt = true, mdb.Spec.Epoch
 			pass.fenceMessage = lapseMessage(mdb.Spec.Epoch, pass.leaseErr)
 		}
@@ -244,14 +227,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	}
 	if fencing && pass.atEpoch && !pass.replacing {
 		// Counted once: the StatefulSet now carries the fenced epoch.
-		if prev, seen := r.fenceCounted.Swap(passKey, fencedAt); !seen || prev.(int64) != fencedAt {
+		if share.fenceCounted != fencedAt {
+			share.fenceCounted = fencedAt
 			primariesFenced.Inc()
 		}
 	}
 	applyErr := pass.err()
 	setStatus(mdb, pass, fenced)
 	r.announce(before, mdb)
-	if wait := r.holdFirstReport(req.NamespacedName, before, mdb, applyErr != nil || fenced || pass.storage != nil, time.Now()); wait > 0 {
+	if wait := r.holdFirstReport(share, before, mdb, applyErr != nil || fenced || pass.storage != nil, time.Now()); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	statusErr := r.writeStatus(ctx, hub, before, mdb)
@@ -290,7 +274,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 		return ctrl.Result{}, nil // a conflict, reported: retrying cannot fix it, a change to the object will
 	}
 	if livePrimary && !pass.replacing && pass.storage == nil {
-		r.passes.Store(passKey, passRecord{mdbResourceVersion: mdb.ResourceVersion, stsResourceVersion: pass.sts.ResourceVersion, at: time.Now()})
+		share.lastPass = &passRecord{mdbResourceVersion: mdb.ResourceVersion, stsResourceVersion: pass.sts.ResourceVersion, at: time.Now()}
 	}
 	return ctrl.Result{RequeueAfter: next}, nil
 }
@@ -300,15 +284,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 // and carries the last hub renewal into the primary Lease, and applies nothing. A share re-applied
 // its four objects every fenceAfter/5 before, which at 30 primaries was 40 member API requests a
 // second for no change. It reports whether it handled the pass.
-func (r *Reconciler) renewOnly(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, passKey, cluster string) (ctrl.Result, bool) {
+func (r *Reconciler) renewOnly(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, share *shareState, cluster string) (ctrl.Result, bool) {
 	if r.Guard == nil || mdb.Spec.Role != dbfleetv1alpha1.RolePrimary || !r.Guard.Fresh() || r.instanceManaged(mdb) {
 		return ctrl.Result{}, false
 	}
-	v, ok := r.passes.Load(passKey)
-	if !ok {
+	last := share.lastPass
+	if last == nil {
 		return ctrl.Result{}, false
 	}
-	last := v.(passRecord)
 	if last.mdbResourceVersion != mdb.ResourceVersion || time.Since(last.at) > fullPassEvery {
 		return ctrl.Result{}, false
 	}
@@ -321,7 +304,7 @@ func (r *Reconciler) renewOnly(ctx context.Context, member client.Client, mdb *d
 	if problems, err := labelPods(ctx, member, mdb, false); err != nil || len(problems) > 0 {
 		return ctrl.Result{}, false
 	}
-	if err := r.renewPrimaryLease(ctx, member, mdb, cluster); err != nil {
+	if err := r.renewPrimaryLease(ctx, member, mdb, share, cluster); err != nil {
 		return ctrl.Result{}, false
 	}
 	return ctrl.Result{RequeueAfter: r.nextLook(true)}, true
@@ -333,17 +316,19 @@ func (r *Reconciler) renewOnly(ctx context.Context, member client.Client, mdb *d
 // intermediate report was one MemberDatabase status write in three, and a DatabaseCluster status
 // write besides. Nothing waits on it: the hub acts on availability, fencing and the
 // acknowledgement of a later epoch, which are never held, nor is a failed apply (urgent says so).
-func (r *Reconciler) holdFirstReport(key types.NamespacedName, before, mdb *dbfleetv1alpha1.MemberDatabase, urgent bool, now time.Time) time.Duration {
+func (r *Reconciler) holdFirstReport(share *shareState, before, mdb *dbfleetv1alpha1.MemberDatabase, urgent bool, now time.Time) time.Duration {
 	first := before.Status.ObservedGeneration == 0 && len(before.Status.Conditions) == 0
 	if !first || urgent || meta.IsStatusConditionTrue(mdb.Status.Conditions, dbfleetv1alpha1.ConditionAvailable) {
-		r.unreported.Delete(key)
+		share.unreportedSince = time.Time{}
 		return 0
 	}
-	at, _ := r.unreported.LoadOrStore(key, now)
-	if wait := firstReportHold - now.Sub(at.(time.Time)); wait > 0 {
+	if share.unreportedSince.IsZero() {
+		share.unreportedSince = now
+	}
+	if wait := firstReportHold - now.Sub(share.unreportedSince); wait > 0 {
 		return wait
 	}
-	r.unreported.Delete(key)
+	share.unreportedSince = time.Time{}
 	return 0
 }
 
@@ -400,7 +385,7 @@ func lookAfter(until, fenceAfter, renewEvery time.Duration) time.Duration {
 
 // renewPrimaryLease carries the last successful hub renewal into the share's member-local primary
 // Lease, once the agent has renewed at all since it started.
-func (r *Reconciler) renewPrimaryLease(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, cluster string) error {
+func (r *Reconciler) renewPrimaryLease(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, share *shareState, cluster string) error {
 	renewed := r.Guard.LastRenewStart()
 	if renewed.IsZero() {
 		return nil
@@ -409,11 +394,8 @@ func (r *Reconciler) renewPrimaryLease(ctx context.Context, member client.Client
 		contract.Holder(cluster, mdb.Spec.Epoch), renewed, r.Guard.FenceAfter(), objectLabels(mdb))
 	// Recorded unless the write certainly never reached the API server (connection refused): a
 	// write that failed otherwise (a timeout) may have landed, and the Lease may say renewed.
-	if !utilnet.IsConnectionRefused(err) {
-		key := cluster + "/" + mdb.Namespace + "/" + mdb.Name
-		if v, ok := r.leaseTried.Load(key); !ok || v.(leaseTry).epoch != mdb.Spec.Epoch || renewed.After(v.(leaseTry).renewed) {
-			r.leaseTried.Store(key, leaseTry{epoch: mdb.Spec.Epoch, renewed: renewed})
-		}
+	if tried := share.leaseTried; !utilnet.IsConnectionRefused(err) && (tried.epoch != mdb.Spec.Epoch || renewed.After(tried.renewed)) {
+		share.leaseTried = leaseTry{epoch: mdb.Spec.Epoch, renewed: renewed}
 	}
 	return err
 }
@@ -495,24 +477,18 @@ func (r *Reconciler) cleanup(ctx context.Context, hub, member client.Client, mdb
 	return nil
 }
 
-// leaseTry is a renewal the agent tried to write into a share's primary Lease at an epoch.
-type leaseTry struct {
-	epoch   int64
-	renewed time.Time
-}
-
 // primaryLeaseLapse is when the share's primary Lease at epoch has certainly run out for its
 // instances, by this agent's record of the renewals it tried: the latest (a write that failed
 // but may have landed counts), plus the Lease's duration, plus the clock skew the instances allow
 // between their clock and the agent's (they fence fenceSafety before that, on their own
 // clock). ok is false when this agent tried no renewal at that epoch: an earlier agent process
 // may have, and it cannot tell when.
-func (r *Reconciler) primaryLeaseLapse(passKey string, epoch int64) (lapse time.Time, ok bool) {
-	v, found := r.leaseTried.Load(passKey)
-	if !found || v.(leaseTry).epoch != epoch {
+func (r *Reconciler) primaryLeaseLapse(share *shareState, epoch int64) (lapse time.Time, ok bool) {
+	tried := share.leaseTried
+	if tried.epoch != epoch {
 		return time.Time{}, false
 	}
-	return v.(leaseTry).renewed.Add(time.Duration(fence.SecondsDown(r.Guard.FenceAfter()))*time.Second + contract.MaxClockSkew), true
+	return tried.renewed.Add(time.Duration(fence.SecondsDown(r.Guard.FenceAfter()))*time.Second + contract.MaxClockSkew), true
 }
 
 // judgeLeaseLapse runs after a live primary share's pass whose primary Lease renewal failed (the
@@ -522,15 +498,16 @@ func (r *Reconciler) primaryLeaseLapse(passKey string, epoch int64) (lapse time.
 // the agent fences the share at its epoch for good and says so (Fenced=True,
 // PrimaryLeaseLapsed), which lets the hub promote another cluster at once. It returns whether it
 // did, and otherwise when to look again.
-func (r *Reconciler) judgeLeaseLapse(ctx context.Context, passKey string, mdb *dbfleetv1alpha1.MemberDatabase, renewErr error, now time.Time) (bool, time.Duration) {
-	lapse, ok := r.primaryLeaseLapse(passKey, mdb.Spec.Epoch)
+func (r *Reconciler) judgeLeaseLapse(ctx context.Context, share *shareState, mdb *dbfleetv1alpha1.MemberDatabase, renewErr error, now time.Time) (bool, time.Duration) {
+	lapse, ok := r.primaryLeaseLapse(share, mdb.Spec.Epoch)
 	if !ok {
 		return false, 0
 	}
 	if wait := lapse.Sub(now); wait > 0 {
 		return false, wait
 	}
-	if _, seen := r.leaseLapsed.Swap(passKey, mdb.Spec.Epoch); !seen {
+	if share.lapsed != mdb.Spec.Epoch {
+		share.lapsed = mdb.Spec.Epoch
 		ctrl.LoggerFrom(ctx).Error(renewErr, "The primary Lease could not be renewed and has lapsed: the primary has stopped taking writes; fencing the share",
 			"epoch", mdb.Spec.Epoch, "lapse", lapse)
 	}

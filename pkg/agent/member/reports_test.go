@@ -92,8 +92,8 @@ func TestACacheBehindOurOwnReportIsNotReportedAgain(t *testing.T) {
 // report, is never held.
 func TestAFirstReportWaitsBrieflyForReadiness(t *testing.T) {
 	r := &Reconciler{}
-	key := client.ObjectKey{Namespace: "member-east", Name: "shop.orders"}
-	fresh := &dbfleetv1alpha1.MemberDatabase{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Generation: 1},
+	share := &shareState{}
+	fresh := &dbfleetv1alpha1.MemberDatabase{ObjectMeta: metav1.ObjectMeta{Namespace: "member-east", Name: "shop.orders", Generation: 1},
 		Spec: dbfleetv1alpha1.MemberDatabaseSpec{Replicas: 1}}
 	applied := fresh.DeepCopy()
 	setStatus(applied, passResult{sts: &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Generation: 1}}, atEpoch: true}, false)
@@ -105,25 +105,25 @@ func TestAFirstReportWaitsBrieflyForReadiness(t *testing.T) {
 	}
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-	if wait := r.holdFirstReport(key, fresh, applied, false, t0); wait != firstReportHold {
+	if wait := r.holdFirstReport(share, fresh, applied, false, t0); wait != firstReportHold {
 		t.Errorf("first pass: hold %s, want %s", wait, firstReportHold)
 	}
-	if wait := r.holdFirstReport(key, fresh, applied, false, t0.Add(time.Second)); wait != firstReportHold-time.Second {
+	if wait := r.holdFirstReport(share, fresh, applied, false, t0.Add(time.Second)); wait != firstReportHold-time.Second {
 		t.Errorf("a second later: hold %s, want the rest, %s", wait, firstReportHold-time.Second)
 	}
-	if wait := r.holdFirstReport(key, fresh, applied, false, t0.Add(firstReportHold)); wait != 0 {
+	if wait := r.holdFirstReport(share, fresh, applied, false, t0.Add(firstReportHold)); wait != 0 {
 		t.Errorf("after the hold: hold %s, want 0 (report applied, not ready)", wait)
 	}
-	if wait := r.holdFirstReport(key, fresh, ready, false, t0); wait != 0 {
+	if wait := r.holdFirstReport(share, fresh, ready, false, t0); wait != 0 {
 		t.Errorf("ready at once: hold %s, want 0", wait)
 	}
-	if wait := r.holdFirstReport(key, fresh, applied, true, t0); wait != 0 {
+	if wait := r.holdFirstReport(share, fresh, applied, true, t0); wait != 0 {
 		t.Errorf("failed or fenced: hold %s, want 0", wait)
 	}
-	if wait := r.holdFirstReport(key, applied, applied, false, t0); wait != 0 {
+	if wait := r.holdFirstReport(share, applied, applied, false, t0); wait != 0 {
 		t.Errorf("a later report: hold %s, want 0", wait)
 	}
-	if _, ok := r.unreported.Load(key); ok {
+	if !share.unreportedSince.IsZero() {
 		t.Error("a reported share is still remembered as unreported")
 	}
 }

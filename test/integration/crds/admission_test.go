@@ -126,6 +126,12 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			field: "spec.engine", message: `supported values: "postgres", "mysql", "custom"`,
 		},
 		{
+			// In the enum, so the refusal is ours and says why.
+			name: "mysql engine", kind: "DatabaseCluster",
+			spec:  strings.Replace(dbcSpec, "postgres", "mysql", 1),
+			field: "spec.engine", message: "engine mysql is not supported yet: dbfleet has no MySQL data plane (replication, fencing); use postgres, or custom to run your own image",
+		},
+		{
 			name: "custom engine without image", kind: "DatabaseCluster",
 			spec:  strings.Replace(dbcSpec, "postgres", "custom", 1),
 			field: "spec.image", message: "image is required when engine is custom",
@@ -161,8 +167,8 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			field: "spec.postgres.synchronous.dataDurability", message: `supported values: "required", "preferred"`,
 		},
 		{
-			name: "postgres settings on mysql", kind: "DatabaseCluster",
-			spec:  strings.Replace(dbcSpec, "postgres", "mysql", 1) + "  postgres:\n    synchronous:\n      number: 1\n",
+			name: "postgres settings on custom", kind: "DatabaseCluster",
+			spec:  strings.Replace(dbcSpec, "postgres", "custom", 1) + "  image: example.com/db:1\n  postgres:\n    synchronous:\n      number: 1\n",
 			field: "spec.postgres", message: "postgres settings apply only to engine postgres",
 		},
 		{
@@ -395,6 +401,12 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			name: "unknown member role", kind: "MemberDatabase",
 			spec:  mdbSpec + "  role: leader\n  epoch: 1\n",
 			field: "spec.role", message: `supported values: "primary", "replica"`,
+		},
+		{
+			// The agent has no MySQL data plane either: the share carries the same rule.
+			name: "mysql share", kind: "MemberDatabase",
+			spec:  strings.Replace(mdbSpec, "engine: postgres", "engine: mysql", 1) + "  role: primary\n  epoch: 1\n",
+			field: "spec.database.engine", message: "engine mysql is not supported yet",
 		},
 		{
 			name: "epoch zero", kind: "MemberDatabase",

@@ -63,6 +63,7 @@ func TestPlanAgreesWithTheAPIServer(t *testing.T) {
 		{"name too long for a StatefulSet", r(agreeDatabase, "name: orders", "name: "+strings.Repeat("a", 53), 1)},
 		{"member name too long", r(agreeMember, "name: agree-NS", "name: agree-NS-"+strings.Repeat("a", 50), 1)},
 		{"engine oracle", r(agreeDatabase, "engine: postgres", "engine: oracle", 1)},
+		{"engine mysql", r(agreeDatabase, "engine: postgres", "engine: mysql", 1)},
 		{"custom engine without image", r(agreeDatabase, "engine: postgres", "engine: custom", 1)},
 		{"empty version", r(agreeDatabase, `version: "16"`, `version: ""`, 1)},
 		{"negative size", r(agreeDatabase, "size: 1Gi", "size: -1Gi", 1)},

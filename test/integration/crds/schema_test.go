@@ -26,7 +26,7 @@ func TestImmutableFieldsSaySo(t *testing.T) {
 	}{
 		{
 			name: "engine", kind: "DatabaseCluster",
-			before: dbcSpec, after: strings.Replace(dbcSpec, "postgres", "mysql", 1),
+			before: dbcSpec, after: strings.Replace(dbcSpec, "postgres", "custom", 1) + "  image: example.com/db:1\n",
 			field: "spec.engine", message: "engine is immutable",
 		},
 		{
