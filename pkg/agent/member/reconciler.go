@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
@@ -142,7 +143,9 @@ func (r *Reconciler) announce(before, mdb *dbfleetv1alpha1.MemberDatabase) {
 	r.event(mdb, corev1.EventTypeWarning, now.Reason, "ResizeStorage", "%s", now.Message)
 }
 
-// Reconcile implements mcreconcile.Reconciler.
+// Reconcile implements mcreconcile.Reconciler: it finds the share and its member cluster, cleans
+// up a share being deleted, and otherwise runs a renewal-only pass when that is all a live primary
+// needs, or a full pass (reconcileShare).
 func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx).WithValues("cluster", req.ClusterName, "namespace", req.Namespace, "name", req.Name)
 	ctx = ctrl.LoggerInto(ctx, log)
@@ -166,30 +169,43 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	member := cl.GetClient()
-
 	if !mdb.DeletionTimestamp.IsZero() {
 		r.forget(key)
-		return ctrl.Result{}, r.cleanup(ctx, hub, member, mdb, req.ClusterName)
+		return ctrl.Result{}, r.cleanup(ctx, hub, cl.GetClient(), mdb, req.ClusterName)
 	}
-	if !controllerutil.ContainsFinalizer(mdb, dbfleetv1alpha1.MemberDatabaseFinalizer) {
-		patched := mdb.DeepCopy()
-		controllerutil.AddFinalizer(patched, dbfleetv1alpha1.MemberDatabaseFinalizer)
-		if err := hub.Patch(ctx, patched, client.MergeFrom(mdb)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
-		}
-		mdb = patched
+	if mdb, err = ensureFinalizer(ctx, hub, mdb); err != nil {
+		return ctrl.Result{}, err
 	}
-
 	share := r.shares.get(key)
-	if res, ok := r.renewOnly(ctx, member, mdb, share, req.ClusterName); ok {
+	if res, ok := r.renewOnly(ctx, cl.GetClient(), mdb, share, req.ClusterName); ok {
 		return res, nil
 	}
 	share.lastPass = nil
+	return r.reconcileShare(ctx, hub, cl, mdb, share, req.ClusterName)
+}
 
+// ensureFinalizer adds the agent's finalizer, by which the hub learns that the share's objects
+// are gone, to a MemberDatabase that lacks it, and returns the MemberDatabase as patched.
+func ensureFinalizer(ctx context.Context, hub client.Client, mdb *dbfleetv1alpha1.MemberDatabase) (*dbfleetv1alpha1.MemberDatabase, error) {
+	if controllerutil.ContainsFinalizer(mdb, dbfleetv1alpha1.MemberDatabaseFinalizer) {
+		return mdb, nil
+	}
+	patched := mdb.DeepCopy()
+	controllerutil.AddFinalizer(patched, dbfleetv1alpha1.MemberDatabaseFinalizer)
+	if err := hub.Patch(ctx, patched, client.MergeFrom(mdb)); err != nil {
+		return mdb, fmt.Errorf("add finalizer: %w", err)
+	}
+	return patched, nil
+}
+
+// reconcileShare is a full pass over a share: it judges its fence, applies its objects, reports
+// its status and says when to come back.
+func (r *Reconciler) reconcileShare(ctx context.Context, hub client.Client, cl cluster.Cluster, mdb *dbfleetv1alpha1.MemberDatabase,
+	share *shareState, clusterName string) (ctrl.Result, error) {
+	member := cl.GetClient()
 	r.reported.catchUp(mdb)
 	before := mdb.DeepCopy()
-	running, fencedAt, err := currentEpochs(ctx, member, mdb)
+	running, f, err := r.judgeFence(ctx, member, mdb, share)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -198,48 +214,99 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 		setStale(mdb, running)
 		return ctrl.Result{}, r.writeStatus(ctx, hub, before, mdb)
 	}
+	pass := r.applyShare(ctx, member, cl.GetAPIReader(), mdb, share, f.fencedAt, clusterName)
+	lapseWait := r.settleFence(ctx, mdb, share, &f, &pass)
+	applyErr := pass.err()
+	setStatus(mdb, pass, f.fenced)
+	r.announce(before, mdb)
+	if wait := r.holdFirstReport(share, before, mdb, applyErr != nil || f.fenced || pass.storage != nil, time.Now()); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	statusErr := r.writeStatus(ctx, hub, before, mdb)
+	livePrimary := mdb.Spec.Role == dbfleetv1alpha1.RolePrimary && !f.fenced && r.Guard != nil
+	next := r.nextPass(mdb, pass, livePrimary, lapseWait)
+	switch err := errors.Join(applyErr, statusErr); {
+	case err != nil && livePrimary:
+		// The primary Lease must be carried forward on time whatever else failed: come back
+		// when it needs it, not after the error backoff, which grows to minutes.
+		ctrl.LoggerFrom(ctx).Error(err, "Share not fully applied or reported; retrying with the next primary Lease renewal")
+		return ctrl.Result{RequeueAfter: next}, nil
+	case statusErr != nil || retryable(pass.errs):
+		return ctrl.Result{}, err
+	case applyErr != nil:
+		return ctrl.Result{}, nil // a conflict, reported: retrying cannot fix it, a change to the object will
+	}
+	if livePrimary && !pass.replacing && pass.storage == nil {
+		share.lastPass = &passRecord{mdbResourceVersion: mdb.ResourceVersion, stsResourceVersion: pass.sts.ResourceVersion, at: time.Now()}
+	}
+	return ctrl.Result{RequeueAfter: next}, nil
+}
+
+// fenceState is where a share's primary stands in one pass.
+type fenceState struct {
+	// fencedAt is the epoch at which the share's primary is fenced, 0 when it is not.
+	fencedAt int64
+	// fenced says the share holds the primary and it is fenced.
+	fenced bool
+	// now: this pass fences it. lapsedHere: the agent judged its primary Lease lapsed at this
+	// epoch in an earlier pass.
+	now, lapsedHere bool
+}
+
+// judgeFence reads, from the StatefulSet the member runs, the epoch it runs and the one its
+// primary was fenced at, and fences a primary share whose agent has no fresh hub renewal or whose
+// primary Lease lapsed at this epoch. A fence from an epoch below the share's is spent.
+func (r *Reconciler) judgeFence(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, share *shareState) (int64, fenceState, error) {
+	running, fencedAt, err := currentEpochs(ctx, member, mdb)
+	if err != nil || running > mdb.Spec.Epoch {
+		return running, fenceState{}, err
+	}
 	if fencedAt < mdb.Spec.Epoch {
 		fencedAt = 0 // the hub has since handed out a higher epoch: the old fence is spent
 	}
 	primary := mdb.Spec.Role == dbfleetv1alpha1.RolePrimary
-	lapsedHere := share.lapsed == mdb.Spec.Epoch
-	fencing := primary && fencedAt == 0 && r.Guard != nil && (!r.Guard.Fresh() || lapsedHere)
-	if fencing {
-		fencedAt = mdb.Spec.Epoch
-		if lapsedHere {
-			log.Info("Fencing primary: its primary Lease lapsed while the member API server was unreachable", "epoch", fencedAt)
+	f := fenceState{fencedAt: fencedAt, lapsedHere: share.lapsed == mdb.Spec.Epoch}
+	f.now = primary && fencedAt == 0 && r.Guard != nil && (!r.Guard.Fresh() || f.lapsedHere)
+	if f.now {
+		f.fencedAt = mdb.Spec.Epoch
+		log := ctrl.LoggerFrom(ctx)
+		if f.lapsedHere {
+			log.Info("Fencing primary: its primary Lease lapsed while the member API server was unreachable", "epoch", f.fencedAt)
 		} else {
-			log.Info("Fencing primary: no successful hub renewal within fenceAfter", "epoch", fencedAt, "deadline", r.Guard.Deadline())
+			log.Info("Fencing primary: no successful hub renewal within fenceAfter", "epoch", f.fencedAt, "deadline", r.Guard.Deadline())
 		}
 	}
-	fenced := primary && fencedAt > 0
+	f.fenced = primary && f.fencedAt > 0
+	return running, f, nil
+}
 
-	pass := r.applyShare(ctx, member, cl.GetAPIReader(), mdb, share, fencedAt, req.ClusterName)
+// settleFence runs after the share's objects were applied. A live primary whose Lease renewal
+// failed is fenced once the Lease has certainly lapsed (judgeLeaseLapse), and the Fenced message
+// says why; a fence this pass wrote is counted once. It returns when to judge the lapse again.
+func (r *Reconciler) settleFence(ctx context.Context, mdb *dbfleetv1alpha1.MemberDatabase, share *shareState, f *fenceState, pass *passResult) time.Duration {
+	primary := mdb.Spec.Role == dbfleetv1alpha1.RolePrimary
 	var lapseWait time.Duration
-	if primary && !fenced && pass.leaseErr != nil && r.Guard != nil {
+	if primary && !f.fenced && pass.leaseErr != nil && r.Guard != nil {
 		var lapsedNow bool
 		if lapsedNow, lapseWait = r.judgeLeaseLapse(ctx, share, mdb, pass.leaseErr, r.now()); lapsedNow {
-			fenced, fencedAt = true, mdb.Spec.Epoch
+			f.fenced, f.fencedAt = true, mdb.Spec.Epoch
 			pass.fenceMessage = lapseMessage(mdb.Spec.Epoch, pass.leaseErr)
 		}
-	} else if lapsedHere && fenced {
+	} else if f.lapsedHere && f.fenced {
 		pass.fenceMessage = lapseMessage(mdb.Spec.Epoch, errors.New("the member API server did not answer"))
 	}
-	if fencing && pass.atEpoch && !pass.replacing {
+	if f.now && pass.atEpoch && !pass.replacing && share.fenceCounted != f.fencedAt {
 		// Counted once: the StatefulSet now carries the fenced epoch.
-		if share.fenceCounted != fencedAt {
-			share.fenceCounted = fencedAt
-			primariesFenced.Inc()
-		}
+		share.fenceCounted = f.fencedAt
+		primariesFenced.Inc()
 	}
-	applyErr := pass.err()
-	setStatus(mdb, pass, fenced)
-	r.announce(before, mdb)
-	if wait := r.holdFirstReport(share, before, mdb, applyErr != nil || fenced || pass.storage != nil, time.Now()); wait > 0 {
-		return ctrl.Result{RequeueAfter: wait}, nil
-	}
-	statusErr := r.writeStatus(ctx, hub, before, mdb)
-	livePrimary := primary && !fenced && r.Guard != nil
+	return lapseWait
+}
+
+// nextPass is when to look at the share again: for a live primary, in time to carry the next hub
+// renewal into its Lease (nextLook); sooner to judge a lapse, to see a replaced StatefulSet, or to
+// read the instances again, which nothing watches.
+func (r *Reconciler) nextPass(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult, livePrimary bool, lapseWait time.Duration) time.Duration {
 	next := r.nextLook(livePrimary)
 	if lapseWait > 0 && (next == 0 || next > lapseWait) {
 		next = lapseWait // judge the lapse on time
@@ -262,21 +329,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 			next = instanceHandoverRecheck
 		}
 	}
-	switch err := errors.Join(applyErr, statusErr); {
-	case err != nil && livePrimary:
-		// The primary Lease must be carried forward on time whatever else failed: come back
-		// when it needs it, not after the error backoff, which grows to minutes.
-		log.Error(err, "Share not fully applied or reported; retrying with the next primary Lease renewal")
-		return ctrl.Result{RequeueAfter: next}, nil
-	case statusErr != nil || retryable(pass.errs):
-		return ctrl.Result{}, err
-	case applyErr != nil:
-		return ctrl.Result{}, nil // a conflict, reported: retrying cannot fix it, a change to the object will
-	}
-	if livePrimary && !pass.replacing && pass.storage == nil {
-		share.lastPass = &passRecord{mdbResourceVersion: mdb.ResourceVersion, stsResourceVersion: pass.sts.ResourceVersion, at: time.Now()}
-	}
-	return ctrl.Result{RequeueAfter: next}, nil
+	return next
 }
 
 // renewOnly is the pass of a live primary share whose MemberDatabase and StatefulSet have not

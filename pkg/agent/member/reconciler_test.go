@@ -4,6 +4,11 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+
 	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
@@ -54,5 +59,38 @@ func TestLookAfterCarriesEachRenewalWithinAHeartbeat(t *testing.T) {
 	// No newer renewal within the last keep: the next look is the deadline, to fence.
 	if got := lookAfter(2*time.Second, 8*time.Second, time.Second); got != 2*time.Second {
 		t.Errorf("lookAfter(2s, 8s, 1s) = %s, want the deadline, 2s", got)
+	}
+}
+
+// A share comes back when something needs looking at: a lapse to judge, a StatefulSet being
+// replaced, instances that nothing watches (sooner while the share is on its way somewhere, and
+// soonest during a handover); otherwise only when a watch event brings it.
+func TestNextPass(t *testing.T) {
+	available := func(mdb *dbfleetv1alpha1.MemberDatabase) {
+		meta.SetStatusCondition(&mdb.Status.Conditions, metav1.Condition{Type: dbfleetv1alpha1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: "Test"})
+	}
+	promoting := []dbfleetv1alpha1.InstanceStatus{{Pod: "orders-0", Role: dbfleetv1alpha1.InstanceRunningStandby}}
+	for _, tc := range []struct {
+		name      string
+		pass      passResult
+		available bool
+		lapseWait time.Duration
+		want      time.Duration
+	}{
+		{name: "nothing to look at", available: true, want: 0},
+		{name: "a lapse to judge", lapseWait: 3 * time.Second, want: 3 * time.Second},
+		{name: "a StatefulSet being replaced", pass: passResult{replacing: true}, want: replaceWait},
+		{name: "instances, available", pass: passResult{instanceManaged: true}, available: true, want: instanceRecheck},
+		{name: "instances, on the way", pass: passResult{instanceManaged: true}, want: instanceSettleRecheck},
+		{name: "instances, a standby promoting", pass: passResult{instanceManaged: true, instances: promoting}, want: instanceHandoverRecheck},
+		{name: "a lapse to judge before the instances' next read", pass: passResult{instanceManaged: true}, available: true, lapseWait: time.Second, want: time.Second},
+	} {
+		mdb := &dbfleetv1alpha1.MemberDatabase{Spec: dbfleetv1alpha1.MemberDatabaseSpec{Role: dbfleetv1alpha1.RolePrimary}}
+		if tc.available {
+			available(mdb)
+		}
+		if got := (&Reconciler{}).nextPass(mdb, tc.pass, false, tc.lapseWait); got != tc.want {
+			t.Errorf("%s: next pass in %s, want %s", tc.name, got, tc.want)
+		}
 	}
 }
