@@ -59,93 +59,124 @@ func Unjoin(ctx context.Context, c client.Client, name string, force bool) (*Unj
 			"and wait until namespace %s has no MemberDatabases, or unjoin with --force, which leaves whatever the member still runs behind",
 			ErrClusterInUse, name, len(mdbs.Items), describeShares(mdbs.Items), ns)
 	}
-
-	res := &UnjoinResult{}
-	del := func(obj client.Object, kind string) error {
-		err := c.Delete(ctx, obj)
-		switch {
-		case apierrors.IsNotFound(err):
-			res.AlreadyGone = append(res.AlreadyGone, kind+" "+describeKey(obj))
-		case err != nil:
-			return fmt.Errorf("delete %s %s: %w", kind, describeKey(obj), err)
-		default:
-			res.Deleted = append(res.Deleted, kind+" "+describeKey(obj))
-		}
-		return nil
-	}
-
+	u := &unjoin{c: c, name: name, ns: ns, res: &UnjoinResult{}}
 	// Revoke first.
-	legacyBinding, legacyRole := legacyAgentGrant(name) // from joins before the MemberClusterReport
+	if err := u.revoke(ctx); err != nil {
+		return u.res, err
+	}
+	secretRef, err := u.deleteMemberCluster(ctx)
+	if err != nil {
+		return u.res, err
+	}
+	if force {
+		for i := range mdbs.Items {
+			if err := abandon(ctx, c, &mdbs.Items[i]); err != nil {
+				return u.res, err
+			}
+			u.res.Abandoned = append(u.res.Abandoned, describeKey(&mdbs.Items[i]))
+		}
+	}
+	if err := u.deleteNamespace(ctx); err != nil {
+		return u.res, err
+	}
+	return u.res, u.deleteJoinSecret(ctx, secretRef)
+}
+
+// unjoin is one cluster's unjoin under way: what it deleted and found gone so far.
+type unjoin struct {
+	c        client.Client
+	name, ns string
+	res      *UnjoinResult
+}
+
+// delete deletes obj and records it as deleted, or as already gone.
+func (u *unjoin) delete(ctx context.Context, obj client.Object, kind string) error {
+	err := u.c.Delete(ctx, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		u.res.AlreadyGone = append(u.res.AlreadyGone, kind+" "+describeKey(obj))
+	case err != nil:
+		return fmt.Errorf("delete %s %s: %w", kind, describeKey(obj), err)
+	default:
+		u.res.Deleted = append(u.res.Deleted, kind+" "+describeKey(obj))
+	}
+	return nil
+}
+
+// revoke deletes the agent's credentials: its ServiceAccount, and the cluster-wide grant of
+// joins made before the MemberClusterReport.
+func (u *unjoin) revoke(ctx context.Context) error {
+	legacyBinding, legacyRole := legacyAgentGrant(u.name)
 	for _, step := range []struct {
 		obj  client.Object
 		kind string
 	}{
-		{&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: AgentName}}, "ServiceAccount"},
+		{&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: u.ns, Name: AgentName}}, "ServiceAccount"},
 		{legacyBinding, "ClusterRoleBinding"},
 		{legacyRole, "ClusterRole"},
 	} {
-		if err := del(step.obj, step.kind); err != nil {
-			return res, err
+		if err := u.delete(ctx, step.obj, step.kind); err != nil {
+			return err
 		}
 	}
+	return nil
+}
 
-	// The MemberCluster, remembering its Push Secret.
-	secretRef := &dbfleetv1alpha1.SecretReference{Namespace: hub.Namespace, Name: push.SecretName(name)}
+// deleteMemberCluster deletes the MemberCluster and returns the Push kubeconfig Secret it named
+// (join's name for it when it is gone).
+func (u *unjoin) deleteMemberCluster(ctx context.Context) (*dbfleetv1alpha1.SecretReference, error) {
+	secretRef := &dbfleetv1alpha1.SecretReference{Namespace: hub.Namespace, Name: push.SecretName(u.name)}
 	mc := &dbfleetv1alpha1.MemberCluster{}
-	switch err := c.Get(ctx, client.ObjectKey{Name: name}, mc); {
+	switch err := u.c.Get(ctx, client.ObjectKey{Name: u.name}, mc); {
 	case apierrors.IsNotFound(err):
-		res.AlreadyGone = append(res.AlreadyGone, "MemberCluster "+name)
+		u.res.AlreadyGone = append(u.res.AlreadyGone, "MemberCluster "+u.name)
 	case err != nil:
-		return res, fmt.Errorf("get MemberCluster %s: %w", name, err)
+		return secretRef, fmt.Errorf("get MemberCluster %s: %w", u.name, err)
 	default:
 		if mc.Spec.KubeconfigSecretRef != nil {
 			secretRef = mc.Spec.KubeconfigSecretRef
 		}
-		if err := del(mc, "MemberCluster"); err != nil {
-			return res, err
+		if err := u.delete(ctx, mc, "MemberCluster"); err != nil {
+			return secretRef, err
 		}
 	}
+	return secretRef, nil
+}
 
-	if force {
-		for i := range mdbs.Items {
-			if err := abandon(ctx, c, &mdbs.Items[i]); err != nil {
-				return res, err
-			}
-			res.Abandoned = append(res.Abandoned, describeKey(&mdbs.Items[i]))
-		}
-	}
-
-	// A namespace already terminating refuses a second delete (409), so look first.
+// deleteNamespace deletes member-<cluster>. A namespace already terminating refuses a second
+// delete (409), so it looks first.
+func (u *unjoin) deleteNamespace(ctx context.Context) error {
 	namespace := &corev1.Namespace{}
-	switch err := c.Get(ctx, client.ObjectKey{Name: ns}, namespace); {
+	switch err := u.c.Get(ctx, client.ObjectKey{Name: u.ns}, namespace); {
 	case apierrors.IsNotFound(err):
-		res.AlreadyGone = append(res.AlreadyGone, "Namespace "+ns)
+		u.res.AlreadyGone = append(u.res.AlreadyGone, "Namespace "+u.ns)
 	case err != nil:
-		return res, fmt.Errorf("get namespace %s: %w", ns, err)
+		return fmt.Errorf("get namespace %s: %w", u.ns, err)
 	case !namespace.DeletionTimestamp.IsZero():
-		res.NamespaceTerminating = true
+		u.res.NamespaceTerminating = true
 	default:
-		if err := del(namespace, "Namespace"); err != nil {
-			return res, err
+		if err := u.delete(ctx, namespace, "Namespace"); err != nil {
+			return err
 		}
-		if err := c.Get(ctx, client.ObjectKey{Name: ns}, namespace); err == nil {
-			res.NamespaceTerminating = true
+		if err := u.c.Get(ctx, client.ObjectKey{Name: u.ns}, namespace); err == nil {
+			u.res.NamespaceTerminating = true
 		}
 	}
+	return nil
+}
 
-	// The Push Secret, only if join made it for this cluster: a Secret the user named in the
-	// MemberCluster is theirs.
+// deleteJoinSecret deletes the Push Secret, only if join made it for this cluster: a Secret the
+// user named in the MemberCluster is theirs.
+func (u *unjoin) deleteJoinSecret(ctx context.Context, ref *dbfleetv1alpha1.SecretReference) error {
 	secret := &corev1.Secret{}
-	switch err := c.Get(ctx, client.ObjectKey{Namespace: secretRef.Namespace, Name: secretRef.Name}, secret); {
+	switch err := u.c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); {
 	case apierrors.IsNotFound(err):
 	case err != nil:
-		return res, fmt.Errorf("get Secret %s/%s: %w", secretRef.Namespace, secretRef.Name, err)
-	case secret.Labels[dbfleetv1alpha1.LabelCluster] == name && secret.Labels[LabelManagedBy] == ManagedByJoin:
-		if err := del(secret, "Secret"); err != nil {
-			return res, err
-		}
+		return fmt.Errorf("get Secret %s/%s: %w", ref.Namespace, ref.Name, err)
+	case secret.Labels[dbfleetv1alpha1.LabelCluster] == u.name && secret.Labels[LabelManagedBy] == ManagedByJoin:
+		return u.delete(ctx, secret, "Secret")
 	}
-	return res, nil
+	return nil
 }
 
 // abandon deletes a MemberDatabase and removes the agent's finalizer, which no agent will remove
