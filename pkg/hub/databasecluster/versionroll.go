@@ -86,37 +86,54 @@ func planRoll(want *dbfleetv1alpha1.DatabaseTemplate, primary *dbfleetv1alpha1.P
 	if want.Engine != dbfleetv1alpha1.EnginePostgres {
 		return plan
 	}
+	v := want.Version
 	for _, s := range evicting {
-		if s.mdb != nil && s.asked() != want.Version {
+		if s.mdb != nil && s.asked() != v {
 			plan.keep(s.cluster)
 		}
 	}
-	onNew := func(s rollShare) bool { return s.mdb == nil || s.asked() == want.Version }
-	// runsNew: the share reports that it runs the new version; settled: and it is Available.
-	runsNew := func(s rollShare) bool {
-		return s.mdb != nil && s.reachable && onNew(s) && s.mdb.Status.Version == want.Version &&
-			s.mdb.Status.ObservedGeneration >= s.mdb.Generation
-	}
-	settled := func(s rollShare) bool {
-		return runsNew(s) && meta.IsStatusConditionTrue(s.mdb.Status.Conditions, dbfleetv1alpha1.ConditionAvailable)
-	}
-	rolling := false
-	for _, s := range placed {
-		if s.mdb != nil && (!onNew(s) || s.mdb.Status.Version != "" && s.mdb.Status.Version != want.Version) {
-			rolling = true
-		}
-	}
-	if !rolling {
+	if !slices.ContainsFunc(placed, func(s rollShare) bool { return s.rolling(v) }) {
 		return plan
 	}
 	if len(placed) == 1 {
 		plan.step = fmt.Sprintf("updating the only share, on %s, to %s in place: its StatefulSet replaces the pods one at a time, the highest ordinal first "+
-			"(no switchover: no other share can take the primary)", placed[0].cluster, want.Version)
+			"(no switchover: no other share can take the primary)", placed[0].cluster, v)
 		return plan
 	}
+	prim, standbys, old := splitPrimary(placed, primary, v)
+	for _, s := range old {
+		plan.keep(s.cluster)
+	}
+	if prim == nil {
+		plan.step = fmt.Sprintf("rolling to %s: waiting for a primary to be placed", v)
+		return plan
+	}
+	plan.nextStep(v, prim, primary.Epoch, standbys, versionsOf(old))
+	return plan
+}
 
-	var prim *rollShare
-	var standbys, old []rollShare
+// onVersion says the share was last written with version v (a share not written yet starts on
+// it).
+func (s rollShare) onVersion(v string) bool { return s.mdb == nil || s.asked() == v }
+
+// runs says the share reports that it runs version v, as written.
+func (s rollShare) runs(v string) bool {
+	return s.mdb != nil && s.reachable && s.onVersion(v) && s.mdb.Status.Version == v && s.mdb.Status.ObservedGeneration >= s.mdb.Generation
+}
+
+// settledOn says the share runs version v and is Available.
+func (s rollShare) settledOn(v string) bool {
+	return s.runs(v) && meta.IsStatusConditionTrue(s.mdb.Status.Conditions, dbfleetv1alpha1.ConditionAvailable)
+}
+
+// rolling says the share is not on version v yet: written with another, or reporting another.
+func (s rollShare) rolling(v string) bool {
+	return s.mdb != nil && (!s.onVersion(v) || s.mdb.Status.Version != "" && s.mdb.Status.Version != v)
+}
+
+// splitPrimary finds, among the placed shares, the primary's (nil when none is placed), the
+// others (standbys), and those still written with another version than v (old).
+func splitPrimary(placed []rollShare, primary *dbfleetv1alpha1.PrimaryStatus, v string) (prim *rollShare, standbys, old []rollShare) {
 	for i := range placed {
 		s := placed[i]
 		if primary != nil && s.cluster == primary.Cluster {
@@ -124,69 +141,65 @@ func planRoll(want *dbfleetv1alpha1.DatabaseTemplate, primary *dbfleetv1alpha1.P
 		} else {
 			standbys = append(standbys, s)
 		}
-		if !onNew(s) {
+		if !s.onVersion(v) {
 			old = append(old, s)
-			plan.keep(s.cluster)
 		}
 	}
-	if prim == nil {
-		plan.step = fmt.Sprintf("rolling to %s: waiting for a primary to be placed", want.Version)
-		return plan
-	}
-	epoch := primary.Epoch
+	return prim, standbys, old
+}
+
+// nextStep is the roll's step with the primary's share prim at epoch and the standbys' shares
+// as they are; from names the versions being left.
+func (p *rollPlan) nextStep(v string, prim *rollShare, epoch int64, standbys []rollShare, from string) {
 	// The primary's share was told to step down for a switchover (a higher epoch, as a replica):
 	// the hand-over goes on to any share that has reported the new version, even while it is not
 	// Available for a moment or has not yet seen its latest spec (the hub writes the shares'
 	// endpoints as the old primary stops), or the move would be dropped and the old primary
 	// promoted again.
 	demoting := prim.mdb != nil && prim.mdb.Spec.Epoch > epoch && prim.mdb.Spec.Role == dbfleetv1alpha1.RoleReplica
-	reported := func(s rollShare) bool { return s.mdb != nil && s.mdb.Status.Version == want.Version }
-
 	var waiting, next *rollShare
 	done, targets := 0, []string{}
 	for i := range standbys {
 		s := standbys[i]
 		switch {
-		case !onNew(s):
+		case !s.onVersion(v):
 			if next == nil {
 				next = &standbys[i]
 			}
-		case settled(s) || demoting && reported(s):
+		case s.settledOn(v) || demoting && s.mdb != nil && s.mdb.Status.Version == v:
 			done++
 			targets = append(targets, s.cluster)
 		case waiting == nil:
 			waiting = &standbys[i]
 		}
 	}
-	from := versionsOf(old)
 	switch {
-	case waiting != nil && onNew(*prim):
-		plan.step = fmt.Sprintf("rolling %sto %s: the primary runs %s on %s at epoch %d; waiting for the share on %s to run %s and be Available (%d of %d standby shares done)",
-			from, want.Version, want.Version, prim.cluster, epoch, waiting.cluster, want.Version, done, len(standbys))
+	case waiting != nil && prim.onVersion(v):
+		p.step = fmt.Sprintf("rolling %sto %s: the primary runs %s on %s at epoch %d; waiting for the share on %s to run %s and be Available (%d of %d standby shares done)",
+			from, v, v, prim.cluster, epoch, waiting.cluster, v, done, len(standbys))
 	case waiting != nil:
-		plan.step = fmt.Sprintf("rolling %sto %s, standbys first: waiting for the share on %s to run %s and be Available (%d of %d standby shares done); "+
-			"the primary's share on %s stays on %s until the switchover", from, want.Version, waiting.cluster, want.Version, done, len(standbys), prim.cluster, prim.asked())
+		p.step = fmt.Sprintf("rolling %sto %s, standbys first: waiting for the share on %s to run %s and be Available (%d of %d standby shares done); "+
+			"the primary's share on %s stays on %s until the switchover", from, v, waiting.cluster, v, done, len(standbys), prim.cluster, prim.asked())
 	case next != nil && !primaryServing(*prim, epoch):
-		plan.step = fmt.Sprintf("rolling %sto %s: waiting for the primary on %s to be Available at epoch %d before updating the share on %s",
-			from, want.Version, prim.cluster, epoch, next.cluster)
-	case next != nil && onNew(*prim):
+		p.step = fmt.Sprintf("rolling %sto %s: waiting for the primary on %s to be Available at epoch %d before updating the share on %s",
+			from, v, prim.cluster, epoch, next.cluster)
+	case next != nil && prim.onVersion(v):
 		// The primary already runs the new version (it was switched over, or failed over to a
 		// share already updated): the rest are standbys, updated like the first ones.
-		delete(plan.hold, next.cluster)
-		plan.step = fmt.Sprintf("rolling %sto %s: the primary runs %s on %s at epoch %d; updating the share on %s (%d of %d standby shares done)",
-			from, want.Version, want.Version, prim.cluster, epoch, next.cluster, done, len(standbys))
+		delete(p.hold, next.cluster)
+		p.step = fmt.Sprintf("rolling %sto %s: the primary runs %s on %s at epoch %d; updating the share on %s (%d of %d standby shares done)",
+			from, v, v, prim.cluster, epoch, next.cluster, done, len(standbys))
 	case next != nil:
-		delete(plan.hold, next.cluster)
-		plan.step = fmt.Sprintf("rolling %sto %s, standbys first: updating the share on %s (%d of %d standby shares done); the primary's share on %s stays on %s until the switchover",
-			from, want.Version, next.cluster, done, len(standbys), prim.cluster, prim.asked())
-	case !onNew(*prim):
-		plan.switchoverTo = targets
-		plan.step = fmt.Sprintf("rolling %sto %s: every standby share runs %s; switching the primary over from %s to one of them (%s), then updating its share",
-			from, want.Version, want.Version, prim.cluster, listSome(targets))
+		delete(p.hold, next.cluster)
+		p.step = fmt.Sprintf("rolling %sto %s, standbys first: updating the share on %s (%d of %d standby shares done); the primary's share on %s stays on %s until the switchover",
+			from, v, next.cluster, done, len(standbys), prim.cluster, prim.asked())
+	case !prim.onVersion(v):
+		p.switchoverTo = targets
+		p.step = fmt.Sprintf("rolling %sto %s: every standby share runs %s; switching the primary over from %s to one of them (%s), then updating its share",
+			from, v, v, prim.cluster, listSome(targets))
 	default:
-		plan.step = fmt.Sprintf("rolling to %s: waiting for the primary's share on %s to run %s and be Available", want.Version, prim.cluster, want.Version)
+		p.step = fmt.Sprintf("rolling to %s: waiting for the primary's share on %s to run %s and be Available", v, prim.cluster, v)
 	}
-	return plan
 }
 
 // primaryServing says the primary's share reports its primary Available at the current epoch.
