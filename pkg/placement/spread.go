@@ -90,8 +90,14 @@ func (s *spreadSpec) missingField(c *Cluster) explID {
 	return whyNone
 }
 
-// selection is the state of one run of selectBySpread.
+// selection is the state of one run of selectBySpread: the candidates ranked, which of them
+// are taken, and what the taken ones add up to.
+// Its methods take the scheduler as an argument rather than a field, so the scheduler stays on
+// the stack.
 type selection struct {
+	ranked []int32
+	// taken[r] says ranked[r] is chosen.
+	taken    []bool
 	chosen   []int32
 	capacity int64
 	// inGroup[t][g] says group g of topology constraint t has a chosen cluster; groups[t] counts
@@ -157,130 +163,169 @@ func (s *scheduler) group(t int, n int32) int32 {
 // matter.
 func (s *scheduler) selectBySpread(cands []int32, need int64) ([]int32, string) {
 	spec := &s.spread
-	s.initGroups()
-	ranked := s.ranked(cands)
-
-	s.ws.chosen = grow(s.ws.chosen, len(ranked))
-	sel := selection{chosen: s.ws.chosen[:0]}
-	s.ws.inGroup = grow(s.ws.inGroup, len(spec.topology))
-	for t := range spec.topology {
-		// Group ids are below the number of nodes; they are interned as selection goes.
-		s.ws.inGroup[t] = grow(s.ws.inGroup[t], len(s.nodes))
-		sel.inGroup[t] = s.ws.inGroup[t]
-		clear(sel.inGroup[t])
-	}
-	s.ws.taken = grow(s.ws.taken, len(ranked))
-	taken := s.ws.taken
-	clear(taken)
-	full := func() bool { return spec.clusterMax > 0 && len(sel.chosen) >= spec.clusterMax }
-	take := func(r int) {
-		taken[r] = true
-		n := ranked[r]
-		sel.chosen = append(sel.chosen, n)
-		sel.capacity += s.nodes[n].capacity()
-		for t := range spec.topology {
-			if g := s.group(t, n); !sel.inGroup[t][g] {
-				sel.inGroup[t][g] = true
-				sel.groups[t]++
-			}
-		}
-	}
-	// opens reports whether the cluster adds a group below minGroups, and whether it stays within
-	// every maxGroups.
-	opens := func(n int32) (useful, allowed bool) {
-		allowed = true
-		for t := range spec.topology {
-			if sel.inGroup[t][s.group(t, n)] {
-				continue
-			}
-			c := &spec.topology[t]
-			if sel.groups[t] < c.min {
-				useful = true
-			}
-			if c.max > 0 && sel.groups[t] >= c.max {
-				allowed = false
-			}
-		}
-		return useful, allowed
-	}
-	within := func(n int32) bool {
-		for t := range spec.topology {
-			if !sel.inGroup[t][s.group(t, n)] {
-				return false
-			}
-		}
-		return true
-	}
-	fill := func() {
-		for r, n := range ranked {
-			if full() {
-				break
-			}
-			if !taken[r] && within(n) {
-				take(r)
-			}
-		}
-	}
-
+	sel := s.newSelection(cands)
 	// 0. Keep the clusters holding replicas, as far as the maxima allow: moving replicas only
 	// to satisfy a preference for fewer groups would break stability.
-	for r, n := range ranked {
-		if s.nodes[n].prev == 0 || full() {
-			break // holders rank first
-		}
-		if _, allowed := opens(n); allowed {
-			take(r)
-		}
-	}
+	sel.keepHolders(s)
 	// 1. Meet every minGroups with the best-ranked clusters.
-	unmet := func() bool {
-		for t := range spec.topology {
-			if sel.groups[t] < spec.topology[t].min {
-				return true
-			}
-		}
-		return false
-	}
-	for r, n := range ranked {
-		if full() || !unmet() {
-			break
-		}
-		if useful, allowed := opens(n); !taken[r] && useful && allowed {
-			take(r)
-		}
-	}
+	sel.meetMinGroups(s)
 	for t := range spec.topology {
 		if c := &spec.topology[t]; sel.groups[t] < c.min {
 			return nil, s.groupShortfall(cands, t, sel.groups[t])
 		}
 	}
 	// 2. Fill the chosen groups.
-	fill()
+	sel.fill(s)
 	// 3. Open more groups when clusters or room are short, and fill them too, so that choosing
 	// again from the chosen clusters gives the same clusters.
-	short := func() bool { return len(sel.chosen) < spec.clusterMin || (need >= 0 && sel.capacity < need) }
-	opened := false
-	for r, n := range ranked {
-		if !short() || full() {
-			break
-		}
-		if _, allowed := opens(n); !taken[r] && allowed {
-			take(r)
-			opened = true
-		}
-	}
-	if opened {
-		fill()
+	if sel.openGroups(s, need) {
+		sel.fill(s)
 	}
 	// 4. Swap for room.
 	if need >= 0 && sel.capacity < need && len(spec.topology) == 0 {
-		s.swapForRoom(&sel, ranked, taken, need)
+		s.swapForRoom(&sel, sel.ranked, sel.taken, need)
 	}
 	if len(sel.chosen) < spec.clusterMin {
 		return nil, fmt.Sprintf("spreadConstraints need at least %d clusters and only %d qualify", spec.clusterMin, len(sel.chosen))
 	}
 	slices.Sort(sel.chosen)
 	return sel.chosen, ""
+}
+
+// newSelection starts a selection from cands, ranked, nothing taken; its arrays are the
+// workspace's.
+func (s *scheduler) newSelection(cands []int32) selection {
+	s.initGroups()
+	ranked := s.ranked(cands)
+	s.ws.chosen = grow(s.ws.chosen, len(ranked))
+	s.ws.taken = grow(s.ws.taken, len(ranked))
+	sel := selection{ranked: ranked, taken: s.ws.taken, chosen: s.ws.chosen[:0]}
+	clear(sel.taken)
+	s.ws.inGroup = grow(s.ws.inGroup, len(s.spread.topology))
+	for t := range s.spread.topology {
+		// Group ids are below the number of nodes; they are interned as selection goes.
+		s.ws.inGroup[t] = grow(s.ws.inGroup[t], len(s.nodes))
+		sel.inGroup[t] = s.ws.inGroup[t]
+		clear(sel.inGroup[t])
+	}
+	return sel
+}
+
+// full says the cluster maxGroups is reached.
+func (sel *selection) full(s *scheduler) bool {
+	return s.spread.clusterMax > 0 && len(sel.chosen) >= s.spread.clusterMax
+}
+
+// take chooses ranked[r].
+func (sel *selection) take(s *scheduler, r int) {
+	sel.taken[r] = true
+	n := sel.ranked[r]
+	sel.chosen = append(sel.chosen, n)
+	sel.capacity += s.nodes[n].capacity()
+	for t := range s.spread.topology {
+		if g := s.group(t, n); !sel.inGroup[t][g] {
+			sel.inGroup[t][g] = true
+			sel.groups[t]++
+		}
+	}
+}
+
+// opens reports whether the cluster adds a group below minGroups, and whether it stays within
+// every maxGroups.
+func (sel *selection) opens(s *scheduler, n int32) (useful, allowed bool) {
+	allowed = true
+	for t := range s.spread.topology {
+		if sel.inGroup[t][s.group(t, n)] {
+			continue
+		}
+		c := &s.spread.topology[t]
+		if sel.groups[t] < c.min {
+			useful = true
+		}
+		if c.max > 0 && sel.groups[t] >= c.max {
+			allowed = false
+		}
+	}
+	return useful, allowed
+}
+
+// within says the cluster adds no group.
+func (sel *selection) within(s *scheduler, n int32) bool {
+	for t := range s.spread.topology {
+		if !sel.inGroup[t][s.group(t, n)] {
+			return false
+		}
+	}
+	return true
+}
+
+// unmet says some minGroups is not met yet.
+func (sel *selection) unmet(s *scheduler) bool {
+	for t := range s.spread.topology {
+		if sel.groups[t] < s.spread.topology[t].min {
+			return true
+		}
+	}
+	return false
+}
+
+// keepHolders takes the clusters holding replicas (they rank first) as far as every maxGroups
+// allows.
+func (sel *selection) keepHolders(s *scheduler) {
+	for r, n := range sel.ranked {
+		if s.nodes[n].prev == 0 || sel.full(s) {
+			break // holders rank first
+		}
+		if _, allowed := sel.opens(s, n); allowed {
+			sel.take(s, r)
+		}
+	}
+}
+
+// meetMinGroups takes the best-ranked clusters that add a group still below its minGroups, within
+// every maxGroups, until every minGroups is met.
+func (sel *selection) meetMinGroups(s *scheduler) {
+	for r, n := range sel.ranked {
+		if sel.full(s) || !sel.unmet(s) {
+			break
+		}
+		if useful, allowed := sel.opens(s, n); !sel.taken[r] && useful && allowed {
+			sel.take(s, r)
+		}
+	}
+}
+
+// fill adds the clusters inside the chosen groups, best-ranked first, until the cluster
+// maxGroups.
+func (sel *selection) fill(s *scheduler) {
+	for r, n := range sel.ranked {
+		if sel.full(s) {
+			break
+		}
+		if !sel.taken[r] && sel.within(s, n) {
+			sel.take(s, r)
+		}
+	}
+}
+
+// openGroups adds clusters in further groups (within maxGroups) while the clusters are fewer than
+// the cluster minGroups or hold less room than need (-1: room does not matter). It reports
+// whether it added any.
+func (sel *selection) openGroups(s *scheduler, need int64) bool {
+	short := func() bool {
+		return len(sel.chosen) < s.spread.clusterMin || (need >= 0 && sel.capacity < need)
+	}
+	opened := false
+	for r, n := range sel.ranked {
+		if !short() || sel.full(s) {
+			break
+		}
+		if _, allowed := sel.opens(s, n); !sel.taken[r] && allowed {
+			sel.take(s, r)
+			opened = true
+		}
+	}
+	return opened
 }
 
 // ranked orders candidates for selection: holders of replicas first, bigger shares first (so a
