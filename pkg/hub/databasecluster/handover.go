@@ -56,9 +56,9 @@ func stuckSwitchoverTarget(s *scope, now time.Time) (string, time.Duration) {
 	if p == nil || p.PromoteAfterLSN == "" || p.Pod == "" || p.Since == nil {
 		return "", 0
 	}
-	mdb := s.memberDBs[p.Cluster]
-	in := shareOf(mdb).instance(p.Pod)
-	if mdb == nil || mdb.Status.Epoch < p.Epoch || in == nil || in.Epoch < p.Epoch ||
+	sh := s.shareOn(p.Cluster)
+	in := sh.instance(p.Pod)
+	if in == nil || sh.mdb.Status.Epoch < p.Epoch || in.Epoch < p.Epoch ||
 		in.Role != dbfleetv1alpha1.InstanceRunningStandby || in.PromotedEpoch >= p.Epoch {
 		return "", 0
 	}
@@ -66,7 +66,7 @@ func stuckSwitchoverTarget(s *scope, now time.Time) (string, time.Duration) {
 	if err != nil {
 		return "", 0
 	}
-	progress, ok := shareOf(mdb).progress(p.Pod)
+	progress, ok := sh.progress(p.Pod)
 	if ok && progress.Received >= uint64(token) {
 		return "", 0 // it has the WAL and only replays it
 	}
