@@ -44,7 +44,7 @@ const (
 	PauseImage    = images.Registry + "/pause:" + LocalTag
 	AgentImage    = images.AgentRepository + ":" + LocalTag
 	HubImage      = images.HubRepository + ":" + LocalTag
-	PostgresImage = "postgres:15" // what pkg/agent/member.Image gives engine postgres, version "15"
+	PostgresImage = "postgres:15" // what pkg/specs.Image gives engine postgres, version "15"
 )
 
 // pgMajor is the PostgreSQL major version of the postgres image, from the host's Debian packages.

@@ -25,6 +25,8 @@ var rules = []rule{
 		why: "the hub, the agent and the instance manager all import the contract: it must bring none of their code, nor a client, into the others' binaries"},
 	{from: "pkg/placement", forbidden: []string{"k8s.io/client-go", "sigs.k8s.io/controller-runtime/pkg/client", "sigs.k8s.io/multicluster-runtime"},
 		why: "the placement core is pure: it decides from its inputs and talks to no API server"},
+	{from: "pkg/specs", forbidden: []string{"pkg/agent", "pkg/hub", "k8s.io/client-go", "sigs.k8s.io/controller-runtime/pkg/client"},
+		why: "the object builders are pure: the agent (and the hub's Push mode, through the same reconciler) applies what they return; they read no API server and know no controller"},
 	{from: "pkg/instance", forbidden: []string{"pkg/agent", "pkg/hub"},
 		why: "the instance manager runs in every database pod and shares with the agent only pkg/contract"},
 	{from: "pkg/agent", forbidden: []string{"pkg/hub"},

@@ -18,6 +18,7 @@ import (
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
 	"github.com/dbfleet/dbfleet/pkg/contract"
+	"github.com/dbfleet/dbfleet/pkg/specs"
 )
 
 // passResult is what one full pass did to a share's objects in the member cluster.
@@ -88,17 +89,17 @@ func (r *Reconciler) applyShare(ctx context.Context, member client.Client, live 
 	fenced := primary && fencedAt > 0
 
 	fail(true, ensureNamespace(ctx, member, mdb.Spec.DatabaseRef.Namespace))
-	fail(false, applyOwned(ctx, member, DesiredService(mdb), &corev1.Service{}))
+	fail(false, applyOwned(ctx, member, specs.HeadlessService(mdb), &corev1.Service{}))
 	var err error
 	p.sts, p.storage, p.replacing, err = r.applyStatefulSet(ctx, member, live, mdb, fencedAt, cluster)
 	fail(true, err)
-	for _, pdb := range DesiredPDBs(mdb) {
+	for _, pdb := range specs.PDBs(mdb) {
 		fail(false, applyOwned(ctx, member, pdb, &policyv1.PodDisruptionBudget{}))
 	}
 	if !primary {
 		// A demoted share keeps no primary budget.
 		fail(false, deleteOwned(ctx, member, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{
-			Namespace: mdb.Spec.DatabaseRef.Namespace, Name: PrimaryPDBName(mdb.Spec.DatabaseRef.Name)}}))
+			Namespace: mdb.Spec.DatabaseRef.Namespace, Name: specs.PrimaryPDBName(mdb.Spec.DatabaseRef.Name)}}))
 	}
 	p.imageProblems, err = labelPods(ctx, member, mdb, fenced)
 	fail(true, err)
@@ -140,9 +141,9 @@ func (r *Reconciler) applyShare(ctx context.Context, member client.Client, live 
 // new StatefulSet adopts the running pods. It returns the StatefulSet as the API server has it,
 // why the volumes keep another size (nil when they do not), and whether it is being replaced.
 func (r *Reconciler) applyStatefulSet(ctx context.Context, member client.Client, live client.Reader, mdb *dbfleetv1alpha1.MemberDatabase, fencedAt int64, cluster string) (*appsv1.StatefulSet, *storageKept, bool, error) {
-	desired := DesiredStatefulSet(mdb, fencedAt)
+	desired := specs.StatefulSet(mdb, fencedAt)
 	if r.instanceManaged(mdb) {
-		withInstanceManager(desired, mdb, r.InstanceImage, cluster)
+		specs.WithInstanceManager(desired, mdb, r.InstanceImage, cluster)
 	}
 	key := client.ObjectKeyFromObject(desired)
 	existing := &appsv1.StatefulSet{}
@@ -152,7 +153,7 @@ func (r *Reconciler) applyStatefulSet(ctx context.Context, member client.Client,
 		existing = nil
 	case err != nil:
 		return nil, nil, false, fmt.Errorf("read StatefulSet %s: %w", key, err)
-	case existing.Labels[LabelManagedBy] != ManagedByAgent:
+	case existing.Labels[specs.LabelManagedBy] != specs.ManagedByAgent:
 		return nil, nil, false, &conflictError{kind: "StatefulSet", key: key.String()}
 	case !existing.DeletionTimestamp.IsZero():
 		// Going (replaced by an earlier pass, or deleted by someone): its pods stay, and the
@@ -186,7 +187,7 @@ func applyOwned(ctx context.Context, member client.Client, desired, existing cli
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return fmt.Errorf("read %s %s: %w", kind, key, err)
-	case existing.GetLabels()[LabelManagedBy] != ManagedByAgent:
+	case existing.GetLabels()[specs.LabelManagedBy] != specs.ManagedByAgent:
 		return &conflictError{kind: kind, key: key.String()}
 	}
 	//nolint:staticcheck // typed server-side apply; the object carries only the fields we own.
@@ -202,7 +203,7 @@ func deleteOwned(ctx context.Context, member client.Client, obj client.Object) e
 	if err := member.Get(ctx, key, obj); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if obj.GetLabels()[LabelManagedBy] != ManagedByAgent {
+	if obj.GetLabels()[specs.LabelManagedBy] != specs.ManagedByAgent {
 		return nil // not ours: leave it
 	}
 	if err := member.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
@@ -220,7 +221,7 @@ func ensureNamespace(ctx context.Context, member client.Client, name string) err
 	if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("read namespace %s: %w", name, err)
 	}
-	ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelManagedBy: ManagedByAgent}}}
+	ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{specs.LabelManagedBy: specs.ManagedByAgent}}}
 	if err := member.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
 		return fmt.Errorf("create namespace %s: %w", name, err)
 	}
@@ -228,17 +229,17 @@ func ensureNamespace(ctx context.Context, member client.Client, name string) err
 }
 
 // labelPods sets dbfleet.io/role on each pod of the share: primary for the primary cluster's
-// share's primary pod (PrimaryOrdinal; fenced once fenced), replica otherwise. It returns the image
-// problems of the pods it read (imageProblems).
+// share's primary pod (specs.PrimaryOrdinal; fenced once fenced), replica otherwise. It returns
+// the image problems of the pods it read (imageProblems).
 func labelPods(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, fenced bool) ([]string, error) {
 	pods := &corev1.PodList{}
-	if err := member.List(ctx, pods, client.InNamespace(mdb.Spec.DatabaseRef.Namespace), client.MatchingLabels(selectorLabels(mdb))); err != nil {
+	if err := member.List(ctx, pods, client.InNamespace(mdb.Spec.DatabaseRef.Namespace), client.MatchingLabels(specs.SelectorLabels(mdb))); err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
 	problems := imageProblems(pods.Items)
 	for i := range pods.Items {
 		pod := &pods.Items[i]
-		role, err := PodRole(mdb, pod.Name, fenced)
+		role, err := specs.PodRole(mdb, pod.Name, fenced)
 		if err != nil {
 			continue // not one of the StatefulSet's pods
 		}
@@ -262,10 +263,10 @@ func labelPods(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.M
 // member-<cluster>, as "<db>-superuser", "<db>-replication" and "<db>-app".
 func (r *Reconciler) applyPostgres(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase) []error {
 	var errs []error
-	for _, svc := range DesiredRoleServices(mdb, r.InstanceImage != "") {
+	for _, svc := range specs.RoleServices(mdb, r.InstanceImage != "") {
 		errs = append(errs, applyOwned(ctx, member, svc, &corev1.Service{}))
 	}
-	sa, role, binding := DesiredInstanceRBAC(mdb)
+	sa, role, binding := specs.InstanceRBAC(mdb)
 	errs = append(errs,
 		applyOwned(ctx, member, sa, &corev1.ServiceAccount{}),
 		applyOwned(ctx, member, role, &rbacv1.Role{}),
@@ -274,7 +275,7 @@ func (r *Reconciler) applyPostgres(ctx context.Context, member client.Client, md
 	if err != nil {
 		return append(errs, err)
 	}
-	for _, secret := range DesiredCredentials(mdb, carried) {
+	for _, secret := range specs.Credentials(mdb, carried) {
 		errs = append(errs, applyOwned(ctx, member, secret, &corev1.Secret{}))
 	}
 	return errs
@@ -297,22 +298,4 @@ func (r *Reconciler) carriedCredentials(ctx context.Context, mdb *dbfleetv1alpha
 		return nil, fmt.Errorf("read the credentials carried to %s: %w", mdb.Namespace, err)
 	}
 	return list.Items, nil
-}
-
-// postgresObjects are the objects applyPostgres writes, for cleanup.
-func postgresObjects(ns, db string) []client.Object {
-	name := InstanceServiceAccountName(db)
-	objs := []client.Object{
-		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ReadWriteServiceName(db)}},
-		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ReadOnlyServiceName(db)}},
-		// LoadBalancer network mode: a load balancer left behind would go on costing.
-		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: PrimaryLoadBalancerName(db)}},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
-		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
-	}
-	for _, kind := range dbfleetv1alpha1.CredentialKinds {
-		objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: dbfleetv1alpha1.CredentialsSecretName(db, kind)}})
-	}
-	return objs
 }

@@ -1,6 +1,7 @@
 // Package member is the member-side reconciler: it turns a MemberDatabase on the hub into a
 // StatefulSet, a headless Service and PodDisruptionBudgets in one member cluster, labels each pod
-// with its role, and reports the share's status back to the MemberDatabase.
+// with its role, and reports the share's status back to the MemberDatabase. It reads and writes;
+// the objects it writes are built by pkg/specs, which does neither.
 //
 // It is written once on multicluster-runtime: MemberDatabases are watched in the manager's local
 // cluster (the hub) and each is reconciled into the engaged cluster its dbfleet.io/cluster label

@@ -13,15 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/specs"
 )
-
-// PrimaryLoadBalancerName names the LoadBalancer Service in front of a share's primary in the
-// LoadBalancer network mode: "<db>-primary".
-func PrimaryLoadBalancerName(db string) string { return db + "-primary" }
 
 // serviceExportGVK is the MCS API's ServiceExport (sigs.k8s.io/mcs-api), used in the
 // ClusterSetIP network mode without depending on its Go module.
@@ -40,10 +36,10 @@ var errNoMCS = errors.New("spec.databaseNetwork ClusterSetIP needs the Multi-Clu
 //     reached as <svc>.<namespace>.svc.clusterset.local.
 func shareEndpoints(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, instances []dbfleetv1alpha1.InstanceStatus) (*dbfleetv1alpha1.DatabaseEndpoints, error) {
 	ns, db := mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name
-	port := strconv.Itoa(int(engines[dbfleetv1alpha1.EnginePostgres].port))
+	port := strconv.Itoa(int(specs.DatabasePort(dbfleetv1alpha1.EnginePostgres)))
 	primaryShare := mdb.Spec.Role == dbfleetv1alpha1.RolePrimary
 	pods := &corev1.PodList{}
-	if err := member.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(selectorLabels(mdb))); err != nil {
+	if err := member.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(specs.SelectorLabels(mdb))); err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
 	ips := map[string]string{}
@@ -64,7 +60,7 @@ func shareEndpoints(ctx context.Context, member client.Client, mdb *dbfleetv1alp
 	}
 	slices.Sort(out.ReadOnly)
 
-	lb := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: PrimaryLoadBalancerName(db)}}
+	lb := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: specs.PrimaryLoadBalancerName(db)}}
 	var errs []error
 	switch mdb.Spec.Network {
 	case dbfleetv1alpha1.DatabaseNetworkLoadBalancer:
@@ -72,7 +68,7 @@ func shareEndpoints(ctx context.Context, member client.Client, mdb *dbfleetv1alp
 			errs = append(errs, deleteOwned(ctx, member, lb))
 			break
 		}
-		desired := desiredPrimaryLoadBalancer(mdb)
+		desired := specs.PrimaryLoadBalancer(mdb)
 		if err := applyOwned(ctx, member, desired, &corev1.Service{}); err != nil {
 			errs = append(errs, err)
 			break
@@ -92,17 +88,17 @@ func shareEndpoints(ctx context.Context, member client.Client, mdb *dbfleetv1alp
 		}
 	case dbfleetv1alpha1.DatabaseNetworkClusterSetIP:
 		errs = append(errs, deleteOwned(ctx, member, lb))
-		exports := map[string]bool{ReadWriteServiceName(db): primaryShare, ReadOnlyServiceName(db): true}
+		exports := map[string]bool{specs.ReadWriteServiceName(db): primaryShare, specs.ReadOnlyServiceName(db): true}
 		for name, want := range exports {
 			if err := ensureServiceExport(ctx, member, mdb, name, want); err != nil {
 				errs = append(errs, err)
 			}
 		}
 		if primaryShare && primaryIP != "" {
-			out.ReadWrite = net.JoinHostPort(ReadWriteServiceName(db)+"."+ns+".svc.clusterset.local", port)
+			out.ReadWrite = net.JoinHostPort(specs.ReadWriteServiceName(db)+"."+ns+".svc.clusterset.local", port)
 		}
 		if len(out.ReadOnly) > 0 {
-			out.ReadOnly = []string{net.JoinHostPort(ReadOnlyServiceName(db)+"."+ns+".svc.clusterset.local", port)}
+			out.ReadOnly = []string{net.JoinHostPort(specs.ReadOnlyServiceName(db)+"."+ns+".svc.clusterset.local", port)}
 		}
 	default: // PodIP
 		errs = append(errs, deleteOwned(ctx, member, lb))
@@ -116,21 +112,6 @@ func shareEndpoints(ctx context.Context, member client.Client, mdb *dbfleetv1alp
 	return out, errors.Join(errs...)
 }
 
-// desiredPrimaryLoadBalancer is the LoadBalancer Service in front of the share's primary: it
-// selects what <db>-rw selects, the pod whose instance really runs as primary.
-func desiredPrimaryLoadBalancer(mdb *dbfleetv1alpha1.MemberDatabase) *corev1.Service {
-	rw := DesiredRoleServices(mdb, true)[0]
-	return &corev1.Service{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: rw.Namespace, Name: PrimaryLoadBalancerName(mdb.Spec.DatabaseRef.Name), Labels: objectLabels(mdb)},
-		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeLoadBalancer,
-			Selector: rw.Spec.Selector,
-			Ports:    []corev1.ServicePort{{Name: "db", Port: rw.Spec.Ports[0].Port, TargetPort: intstr.FromString("db")}},
-		},
-	}
-}
-
 // ensureServiceExport creates (want) or deletes the ServiceExport of Service name.
 func ensureServiceExport(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, name string, want bool) error {
 	se := &unstructured.Unstructured{}
@@ -142,7 +123,7 @@ func ensureServiceExport(ctx context.Context, member client.Client, mdb *dbfleet
 	case meta.IsNoMatchError(err):
 		return errNoMCS
 	case err == nil && !want:
-		if se.GetLabels()[LabelManagedBy] != ManagedByAgent {
+		if se.GetLabels()[specs.LabelManagedBy] != specs.ManagedByAgent {
 			return nil
 		}
 		return client.IgnoreNotFound(member.Delete(ctx, se))
@@ -155,7 +136,7 @@ func ensureServiceExport(ctx context.Context, member client.Client, mdb *dbfleet
 	se.SetGroupVersionKind(serviceExportGVK)
 	se.SetNamespace(mdb.Spec.DatabaseRef.Namespace)
 	se.SetName(name)
-	se.SetLabels(objectLabels(mdb))
+	se.SetLabels(specs.ObjectLabels(mdb))
 	if err := member.Create(ctx, se); err != nil {
 		if meta.IsNoMatchError(err) {
 			return errNoMCS

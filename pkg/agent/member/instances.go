@@ -17,6 +17,7 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/contract"
+	"github.com/dbfleet/dbfleet/pkg/specs"
 )
 
 // instanceStatusTimeout bounds one read of an instance's /status: a pod that does not answer
@@ -246,22 +247,18 @@ func handingOver(mdb *dbfleetv1alpha1.MemberDatabase, instances []dbfleetv1alpha
 	return false
 }
 
-// StatusPortName is the name of the container port on which a pod's instance manager serves
-// /status; the agent reads it from each pod's spec.
-const StatusPortName = "status"
-
 // instanceTargets are the share's pods whose instances the agent reads, with their /status URLs.
 func instanceTargets(mdb *dbfleetv1alpha1.MemberDatabase, pods []corev1.Pod) []instanceTarget {
 	var targets []instanceTarget
 	for i := range pods {
 		pod := &pods[i]
-		if _, err := PodRole(mdb, pod.Name, false); err != nil || !pod.DeletionTimestamp.IsZero() {
+		if _, err := specs.PodRole(mdb, pod.Name, false); err != nil || !pod.DeletionTimestamp.IsZero() {
 			continue
 		}
 		t := instanceTarget{pod: pod.Name}
 		if port := statusPort(pod); port != 0 && pod.Status.PodIP != "" {
 			t.url = "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(port))) + contract.Path
-			t.address = net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(engines[mdb.Spec.Database.Engine].port)))
+			t.address = net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(specs.DatabasePort(mdb.Spec.Database.Engine))))
 		}
 		targets = append(targets, t)
 	}
@@ -271,7 +268,7 @@ func instanceTargets(mdb *dbfleetv1alpha1.MemberDatabase, pods []corev1.Pod) []i
 func statusPort(pod *corev1.Pod) int32 {
 	for _, c := range pod.Spec.Containers {
 		for _, p := range c.Ports {
-			if p.Name == StatusPortName {
+			if p.Name == specs.StatusPortName {
 				return p.ContainerPort
 			}
 		}
@@ -284,7 +281,7 @@ func statusPort(pod *corev1.Pod) int32 {
 // neither as primary nor as standby), which is what <db>-rw and <db>-ro select on.
 func (r *Reconciler) observeInstances(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase) ([]instanceReport, error) {
 	pods := &corev1.PodList{}
-	if err := member.List(ctx, pods, client.InNamespace(mdb.Spec.DatabaseRef.Namespace), client.MatchingLabels(selectorLabels(mdb))); err != nil {
+	if err := member.List(ctx, pods, client.InNamespace(mdb.Spec.DatabaseRef.Namespace), client.MatchingLabels(specs.SelectorLabels(mdb))); err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
 	c := r.HTTPClient

@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/contract"
 )
@@ -143,32 +140,6 @@ func TestDemotionReachesTheReport(t *testing.T) {
 	want := &dbfleetv1alpha1.InstanceDemotion{Epoch: 3, FinalLSN: "0/30199A8", Timeline: 2}
 	if len(got) != 1 || !reflect.DeepEqual(got[0].Demoted, want) {
 		t.Fatalf("reported %+v, want demoted %+v", got, want)
-	}
-}
-
-// The promotion token reaches every pod of the share in the same patch as the epoch it belongs
-// to, and a share without one clears it.
-func TestPromotionTokenArrivesWithTheEpoch(t *testing.T) {
-	mdb := &dbfleetv1alpha1.MemberDatabase{Spec: dbfleetv1alpha1.MemberDatabaseSpec{
-		DatabaseRef: dbfleetv1alpha1.DatabaseReference{Namespace: "shop", Name: "orders"},
-		Database:    dbfleetv1alpha1.DatabaseTemplate{Engine: dbfleetv1alpha1.EnginePostgres},
-		Replicas:    2, Ordinals: dbfleetv1alpha1.MemberOrdinals{Start: 4}, Role: dbfleetv1alpha1.RolePrimary, Epoch: 3,
-		PromoteAfterLSN: "0/30199A8"}}
-	pods := []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "orders-4"}}, {ObjectMeta: metav1.ObjectMeta{Name: "orders-5"}}}
-	want := desiredInstanceAnnotations(mdb, pods)
-	if len(want) != 2 {
-		t.Fatalf("annotations for %d pods, want 2: %v", len(want), want)
-	}
-	for pod, a := range want {
-		if a[contract.AnnotationEpoch] != "3" || a[contract.AnnotationPromoteAfterLSN] != "0/30199A8" {
-			t.Errorf("%s: %v, want epoch 3 with promote-after LSN 0/30199A8", pod, a)
-		}
-	}
-	mdb.Spec.PromoteAfterLSN = ""
-	for pod, a := range desiredInstanceAnnotations(mdb, pods) {
-		if v, ok := a[contract.AnnotationPromoteAfterLSN]; !ok || v != "" {
-			t.Errorf("%s: promote-after LSN %q (set: %v), want it cleared", pod, v, ok)
-		}
 	}
 }
 

@@ -11,11 +11,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -29,6 +27,7 @@ import (
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
 	"github.com/dbfleet/dbfleet/pkg/contract"
+	"github.com/dbfleet/dbfleet/pkg/specs"
 )
 
 // FieldOwner is the server-side apply field manager of everything the agent writes.
@@ -85,7 +84,7 @@ type conflictError struct{ kind, key string }
 
 func (e *conflictError) Error() string {
 	return fmt.Sprintf("%s %s exists and was not created by dbfleet (no %s=%s label): refusing to touch it",
-		e.kind, e.key, LabelManagedBy, ManagedByAgent)
+		e.kind, e.key, specs.LabelManagedBy, specs.ManagedByAgent)
 }
 
 func isConflict(err error) bool {
@@ -444,7 +443,7 @@ func (r *Reconciler) renewPrimaryLease(ctx context.Context, member client.Client
 		return nil
 	}
 	err := fence.RenewPrimaryLease(ctx, member, mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name,
-		contract.Holder(cluster, mdb.Spec.Epoch), renewed, r.Guard.FenceAfter(), objectLabels(mdb))
+		contract.Holder(cluster, mdb.Spec.Epoch), renewed, r.Guard.FenceAfter(), specs.ObjectLabels(mdb))
 	// Recorded unless the write certainly never reached the API server (connection refused): a
 	// write that failed otherwise (a timeout) may have landed, and the Lease may say renewed.
 	if tried := share.leaseTried; !utilnet.IsConnectionRefused(err) && (tried.epoch != mdb.Spec.Epoch || renewed.After(tried.renewed)) {
@@ -464,11 +463,11 @@ func currentEpochs(ctx context.Context, member client.Client, mdb *dbfleetv1alph
 	if err != nil {
 		return 0, 0, fmt.Errorf("read StatefulSet: %w", err)
 	}
-	if sts.Labels[LabelManagedBy] != ManagedByAgent {
+	if sts.Labels[specs.LabelManagedBy] != specs.ManagedByAgent {
 		return 0, 0, nil // not ours; apply reports the conflict
 	}
 	running, _ = strconv.ParseInt(sts.Labels[dbfleetv1alpha1.LabelEpoch], 10, 64)
-	fencedAt, _ = strconv.ParseInt(sts.Annotations[AnnotationFencedEpoch], 10, 64)
+	fencedAt, _ = strconv.ParseInt(sts.Annotations[specs.AnnotationFencedEpoch], 10, 64)
 	return running, fencedAt, nil
 }
 
@@ -496,12 +495,7 @@ func (r *Reconciler) notEngaged(ctx context.Context, hub client.Client, cluster 
 // StatefulSet's retention policy (kept unless the user asked for Delete).
 func (r *Reconciler) cleanup(ctx context.Context, hub, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, cluster string) error {
 	ns, name := mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name
-	for _, obj := range append([]client.Object{
-		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
-		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
-		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: PrimaryPDBName(name)}},
-		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ReplicaPDBName(name)}},
-	}, postgresObjects(ns, name)...) {
+	for _, obj := range specs.ShareObjects(ns, name) {
 		if err := deleteOwned(ctx, member, obj); err != nil {
 			return err
 		}
@@ -509,7 +503,7 @@ func (r *Reconciler) cleanup(ctx context.Context, hub, member client.Client, mdb
 	// ClusterSetIP mode exported the share's Services to the clusterset: the exports go too, or
 	// other clusters would go on resolving a name for a database this cluster no longer runs. A
 	// member without the MCS API has none.
-	for _, svc := range []string{ReadWriteServiceName(name), ReadOnlyServiceName(name)} {
+	for _, svc := range []string{specs.ReadWriteServiceName(name), specs.ReadOnlyServiceName(name)} {
 		if err := ensureServiceExport(ctx, member, mdb, svc, false); err != nil && !errors.Is(err, errNoMCS) {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/specs"
 )
 
 // setStatus fills the MemberDatabase status from what the pass did: the share's counts and its
@@ -177,8 +178,8 @@ func runsSpecVersion(mdb *dbfleetv1alpha1.MemberDatabase, sts *appsv1.StatefulSe
 	if want <= 0 || sts.Spec.Replicas == nil || *sts.Spec.Replicas != want || len(sts.Spec.Template.Spec.Containers) == 0 {
 		return false
 	}
-	// The database container is the first (DesiredStatefulSet); withInstanceManager renames it.
-	if sts.Spec.Template.Spec.Containers[0].Image != Image(&mdb.Spec.Database) {
+	// The database container is the first (specs.StatefulSet); specs.WithInstanceManager renames it.
+	if sts.Spec.Template.Spec.Containers[0].Image != specs.Image(&mdb.Spec.Database) {
 		return false
 	}
 	return st.ObservedGeneration >= sts.Generation && st.UpdateRevision != "" && st.CurrentRevision == st.UpdateRevision &&

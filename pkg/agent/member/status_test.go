@@ -55,21 +55,6 @@ func TestStatusOfAPass(t *testing.T) {
 	}
 }
 
-func TestIsDataClaim(t *testing.T) {
-	for claim, want := range map[string]bool{
-		"data-orders-0":         true,
-		"data-orders-1001":      true,
-		"data-orders-archive-0": false, // the claim of StatefulSet orders-archive
-		"data-orders-":          false,
-		"data-orders-x":         false,
-		"logs-orders-0":         false,
-	} {
-		if got := isDataClaim("orders", claim); got != want {
-			t.Errorf("isDataClaim(orders, %s) = %v, want %v", claim, got, want)
-		}
-	}
-}
-
 // The share reports a version only once every wanted pod runs the StatefulSet template of that
 // version and is ready; until then it keeps the version it reported before, which is what the
 // hub's version roll waits on before it moves to the next share.

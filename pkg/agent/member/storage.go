@@ -3,7 +3,6 @@ package member
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,35 +15,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/contract"
+	"github.com/dbfleet/dbfleet/pkg/specs"
 )
-
-// dataClaim is the name of the StatefulSet's volume claim template; the claim of pod <db>-<n> is
-// data-<db>-<n>.
-const dataClaim = "data"
 
 // storageKept says why a share's volumes keep a size other than the one it asks for.
 type storageKept struct {
 	reason, message string
-}
-
-// claimTemplateSize is the storage request of a StatefulSet's data claim template.
-func claimTemplateSize(sts *appsv1.StatefulSet) (resource.Quantity, bool) {
-	for _, t := range sts.Spec.VolumeClaimTemplates {
-		if t.Name == dataClaim {
-			q, ok := t.Spec.Resources.Requests[corev1.ResourceStorage]
-			return q, ok
-		}
-	}
-	return resource.Quantity{}, false
-}
-
-func setClaimTemplateSize(sts *appsv1.StatefulSet, size resource.Quantity) {
-	for i := range sts.Spec.VolumeClaimTemplates {
-		if t := &sts.Spec.VolumeClaimTemplates[i]; t.Name == dataClaim {
-			t.Spec.Resources.Requests[corev1.ResourceStorage] = size
-		}
-	}
 }
 
 // growStorage brings the share's volumes to the size it asks for. It expands every bound claim
@@ -56,25 +32,25 @@ func setClaimTemplateSize(sts *appsv1.StatefulSet, size resource.Quantity) {
 func (r *Reconciler) growStorage(ctx context.Context, member client.Client, live client.Reader, mdb *dbfleetv1alpha1.MemberDatabase,
 	existing, desired *appsv1.StatefulSet, fenced bool) (replace bool, kept *storageKept, err error) {
 	want := mdb.Spec.Database.Storage.Size
-	have, ok := claimTemplateSize(existing)
+	have, ok := specs.ClaimTemplateSize(existing)
 	if !ok {
 		return false, nil, nil
 	}
 	if want.Cmp(have) < 0 {
-		setClaimTemplateSize(desired, have)
+		specs.SetClaimTemplateSize(desired, have)
 		return false, &storageKept{reason: dbfleetv1alpha1.ReasonStorageSizeKept, message: fmt.Sprintf(
 			"storage size %s is below the %s the volumes were made with: volumes never shrink, they keep %s", want.String(), have.String(), have.String())}, nil
 	}
 	refused, err := expandClaims(ctx, member, live, mdb, want)
 	if err != nil {
 		if want.Cmp(have) > 0 {
-			setClaimTemplateSize(desired, have)
+			specs.SetClaimTemplateSize(desired, have)
 		}
 		return false, nil, err
 	}
 	if refused != "" {
 		if want.Cmp(have) > 0 {
-			setClaimTemplateSize(desired, have)
+			specs.SetClaimTemplateSize(desired, have)
 		}
 		return false, &storageKept{reason: dbfleetv1alpha1.ReasonStorageNotExpandable, message: fmt.Sprintf(
 			"storage cannot grow to %s: %s; the volumes keep their size", want.String(), refused)}, nil
@@ -83,7 +59,7 @@ func (r *Reconciler) growStorage(ctx context.Context, member client.Client, live
 		return false, nil, nil
 	}
 	if fenced {
-		setClaimTemplateSize(desired, have)
+		specs.SetClaimTemplateSize(desired, have)
 		return false, &storageKept{reason: dbfleetv1alpha1.ReasonStorageSizeKept, message: fmt.Sprintf(
 			"the claims are expanded to %s, but the StatefulSet's claim template keeps %s while the share is fenced: it is replaced once the hub hands out a higher epoch",
 			want.String(), have.String())}, nil
@@ -97,13 +73,13 @@ func (r *Reconciler) growStorage(ctx context.Context, member client.Client, live
 // share back).
 func expandClaims(ctx context.Context, member client.Client, live client.Reader, mdb *dbfleetv1alpha1.MemberDatabase, want resource.Quantity) (refused string, err error) {
 	claims := &corev1.PersistentVolumeClaimList{}
-	if err := member.List(ctx, claims, client.InNamespace(mdb.Spec.DatabaseRef.Namespace), client.MatchingLabels(selectorLabels(mdb))); err != nil {
+	if err := member.List(ctx, claims, client.InNamespace(mdb.Spec.DatabaseRef.Namespace), client.MatchingLabels(specs.SelectorLabels(mdb))); err != nil {
 		return "", fmt.Errorf("list PersistentVolumeClaims: %w", err)
 	}
 	var smaller []*corev1.PersistentVolumeClaim
 	for i := range claims.Items {
 		pvc := &claims.Items[i]
-		if !isDataClaim(mdb.Spec.DatabaseRef.Name, pvc.Name) {
+		if !specs.IsDataClaim(mdb.Spec.DatabaseRef.Name, pvc.Name) {
 			continue
 		}
 		if have, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; !ok || have.Cmp(want) < 0 {
@@ -162,24 +138,13 @@ func classRefusesExpansion(ctx context.Context, live client.Reader, name string)
 	return "", nil
 }
 
-// isDataClaim says whether a claim is the data volume of one of the StatefulSet's pods: the
-// StatefulSet names it "<template>-<pod>".
-func isDataClaim(sts, claim string) bool {
-	pod, ok := strings.CutPrefix(claim, dataClaim+"-")
-	if !ok {
-		return false
-	}
-	_, ok = contract.PodOrdinal(sts, pod)
-	return ok
-}
-
 // replaceStatefulSet deletes the StatefulSet so that it can be created again with a larger claim
 // template. Propagation Orphan leaves its pods and claims running: the garbage collector only
 // removes their owner references, and the new StatefulSet adopts them. The UID precondition
 // makes sure it is the StatefulSet the pass looked at.
 func (r *Reconciler) replaceStatefulSet(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, existing, desired *appsv1.StatefulSet) error {
-	have, _ := claimTemplateSize(existing)
-	want, _ := claimTemplateSize(desired)
+	have, _ := specs.ClaimTemplateSize(existing)
+	want, _ := specs.ClaimTemplateSize(desired)
 	err := member.Delete(ctx, existing, client.PropagationPolicy(metav1.DeletePropagationOrphan), client.Preconditions{UID: &existing.UID})
 	if client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("replace StatefulSet %s/%s to grow its volume claim template: %w", existing.Namespace, existing.Name, err)

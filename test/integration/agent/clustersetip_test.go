@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/agent/member"
+	"github.com/dbfleet/dbfleet/pkg/specs"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
@@ -72,7 +72,7 @@ func TestClusterSetIPExportsTheShareAndTheExportsGoWithIt(t *testing.T) {
 	if e := got.Status.Endpoints; e.ReadWrite != "orders-rw."+s.ns+".svc.clusterset.local:5432" || e.ReadOnly[0] != "orders-ro."+s.ns+".svc.clusterset.local:5432" {
 		t.Errorf("endpoints %+v, want the clusterset names of orders-rw and orders-ro", e)
 	}
-	exports := []string{member.ReadWriteServiceName(s.db), member.ReadOnlyServiceName(s.db)}
+	exports := []string{specs.ReadWriteServiceName(s.db), specs.ReadOnlyServiceName(s.db)}
 	gvk := schema.GroupVersionKind{Group: "multicluster.x-k8s.io", Version: "v1alpha1", Kind: "ServiceExport"}
 	export := func(name string) error {
 		u := &unstructured.Unstructured{}

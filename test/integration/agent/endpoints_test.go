@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/agent/member"
 	"github.com/dbfleet/dbfleet/pkg/contract"
+	"github.com/dbfleet/dbfleet/pkg/specs"
 )
 
 // The primary's share reports where other clusters reach it (PodIP: the pod that really runs as
@@ -42,7 +42,7 @@ func TestPrimaryShareReportsItsEndpointsAndSlotsForOtherClusters(t *testing.T) {
 	s.touch(func(m *dbfleetv1alpha1.MemberDatabase) { m.Spec.Network = dbfleetv1alpha1.DatabaseNetworkLoadBalancer })
 	lb := &corev1.Service{}
 	s.eventually("LoadBalancer Service", func() bool {
-		return east.Client.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: member.PrimaryLoadBalancerName(s.db)}, lb) == nil
+		return east.Client.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: specs.PrimaryLoadBalancerName(s.db)}, lb) == nil
 	})
 	if lb.Spec.Type != corev1.ServiceTypeLoadBalancer || lb.Spec.Selector[contract.LabelInstanceRole] != contract.InstanceRolePrimary {
 		t.Errorf("Service %s is %s selecting %v, want a LoadBalancer in front of the instance that runs as primary", lb.Name, lb.Spec.Type, lb.Spec.Selector)

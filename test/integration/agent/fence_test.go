@@ -18,8 +18,8 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
-	"github.com/dbfleet/dbfleet/pkg/agent/member"
 	"github.com/dbfleet/dbfleet/pkg/contract"
+	"github.com/dbfleet/dbfleet/pkg/specs"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
@@ -101,7 +101,7 @@ func TestAgentFencesWhenItLosesTheHub(t *testing.T) {
 	s.eventually("fenced", func() bool {
 		cur := &appsv1.StatefulSet{}
 		_ = east.Client.Get(s.ctx, s.key(s.db), cur)
-		return s.podRole(s.db+"-0") == contract.PodRoleFenced && cur.Annotations[member.AnnotationFencedEpoch] == "1"
+		return s.podRole(s.db+"-0") == contract.PodRoleFenced && cur.Annotations[specs.AnnotationFencedEpoch] == "1"
 	})
 	if s.podRole(s.db+"-1") != "replica" {
 		t.Errorf("replica pod relabelled: %s", s.podRole(s.db+"-1"))
@@ -135,7 +135,7 @@ func TestAgentFencesWhenItLosesTheHub(t *testing.T) {
 		cur := &appsv1.StatefulSet{}
 		_ = east.Client.Get(s.ctx, s.key(s.db), cur)
 		l := s.primaryLease()
-		_, fenced := cur.Annotations[member.AnnotationFencedEpoch]
+		_, fenced := cur.Annotations[specs.AnnotationFencedEpoch]
 		return s.podRole(s.db+"-0") == "primary" && !fenced && l != nil && *l.Spec.HolderIdentity == clusterName+"/2"
 	})
 

@@ -18,8 +18,8 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
-	"github.com/dbfleet/dbfleet/pkg/agent/member"
 	"github.com/dbfleet/dbfleet/pkg/contract"
+	"github.com/dbfleet/dbfleet/pkg/specs"
 )
 
 // leaseWritesRefused answers the agent's Lease writes, while refuse is set, as a member API server
@@ -99,8 +99,8 @@ func TestARecreatedShareIsNotFencedForAnEarlierLapse(t *testing.T) {
 	if c := meta.FindStatusCondition(got.Status.Conditions, dbfleetv1alpha1.ConditionFenced); c != nil && c.Status == metav1.ConditionTrue {
 		t.Errorf("the re-created share is fenced (%s): %s", c.Reason, c.Message)
 	}
-	if sts := s.waitSTS("StatefulSet", func(*appsv1.StatefulSet) bool { return true }); sts.Annotations[member.AnnotationFencedEpoch] != "" {
-		t.Errorf("the re-created share's StatefulSet carries fenced epoch %s", sts.Annotations[member.AnnotationFencedEpoch])
+	if sts := s.waitSTS("StatefulSet", func(*appsv1.StatefulSet) bool { return true }); sts.Annotations[specs.AnnotationFencedEpoch] != "" {
+		t.Errorf("the re-created share's StatefulSet carries fenced epoch %s", sts.Annotations[specs.AnnotationFencedEpoch])
 	}
 	s.eventually("primary Lease held at epoch 1 by the new share", heldFrom(guard.LastRenewStart()))
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
 	"github.com/dbfleet/dbfleet/pkg/agent/member"
 	"github.com/dbfleet/dbfleet/pkg/contract"
+	"github.com/dbfleet/dbfleet/pkg/specs"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
@@ -179,10 +180,10 @@ func TestShareBecomesStatefulSetServiceAndBudgets(t *testing.T) {
 	}
 	primary, replica := &policyv1.PodDisruptionBudget{}, &policyv1.PodDisruptionBudget{}
 	if err := framework.WaitFor(s.ctx, framework.DefaultTimeout, "PodDisruptionBudgets", func(ctx context.Context) (bool, error) {
-		if err := east.Client.Get(ctx, s.key(member.PrimaryPDBName(s.db)), primary); err != nil {
+		if err := east.Client.Get(ctx, s.key(specs.PrimaryPDBName(s.db)), primary); err != nil {
 			return false, err
 		}
-		return true, east.Client.Get(ctx, s.key(member.ReplicaPDBName(s.db)), replica)
+		return true, east.Client.Get(ctx, s.key(specs.ReplicaPDBName(s.db)), replica)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +248,7 @@ func TestPodsAreLabelledWithTheirRole(t *testing.T) {
 		if err := east.Client.Get(ctx, s.key(s.db+"-1000"), pod); err != nil {
 			return false, err
 		}
-		pdbErr := east.Client.Get(ctx, s.key(member.PrimaryPDBName(s.db)), &policyv1.PodDisruptionBudget{})
+		pdbErr := east.Client.Get(ctx, s.key(specs.PrimaryPDBName(s.db)), &policyv1.PodDisruptionBudget{})
 		return pod.Labels[contract.LabelRole] == "replica" && apierrors.IsNotFound(pdbErr), nil
 	})
 	if err != nil {
@@ -348,8 +349,8 @@ func TestRemovalCleansUpAndConfirms(t *testing.T) {
 		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: contract.PrimaryLeaseName(s.db)}},
 		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.db}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.db}},
-		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: member.PrimaryPDBName(s.db)}},
-		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: member.ReplicaPDBName(s.db)}},
+		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: specs.PrimaryPDBName(s.db)}},
+		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: specs.ReplicaPDBName(s.db)}},
 	} {
 		if err := east.Client.Get(s.ctx, client.ObjectKeyFromObject(obj), obj); !apierrors.IsNotFound(err) {
 			t.Errorf("%T %s still there after the share was removed (%v)", obj, obj.GetName(), err)

@@ -28,8 +28,8 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
-	"github.com/dbfleet/dbfleet/pkg/agent/member"
 	"github.com/dbfleet/dbfleet/pkg/contract"
+	"github.com/dbfleet/dbfleet/pkg/specs"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
@@ -80,12 +80,12 @@ func TestPostgresShareGetsCredentialsServicesAndInstanceRole(t *testing.T) {
 		if !maps.EqualFunc(secret.Data, carried[kind], func(a, b []byte) bool { return string(a) == string(b) }) {
 			t.Errorf("Secret %s holds %v, want the carried %v", secret.Name, secret.Data, carried[kind])
 		}
-		if secret.Labels[member.LabelManagedBy] != member.ManagedByAgent || secret.Labels[dbfleetv1alpha1.LabelCredentials] != kind {
+		if secret.Labels[specs.LabelManagedBy] != specs.ManagedByAgent || secret.Labels[dbfleetv1alpha1.LabelCredentials] != kind {
 			t.Errorf("Secret %s labels %v", secret.Name, secret.Labels)
 		}
 	}
 
-	base := map[string]string{dbfleetv1alpha1.LabelDatabase: s.db, member.LabelInstance: s.db}
+	base := map[string]string{dbfleetv1alpha1.LabelDatabase: s.db, specs.LabelInstance: s.db}
 	for name, want := range map[string]map[string]string{
 		s.db + "-rw": {contract.LabelRole: "primary", contract.LabelInstanceRole: "primary"},
 		s.db + "-ro": {contract.LabelRole: "replica", contract.LabelInstanceRole: "standby"},
@@ -166,7 +166,7 @@ func TestPostgresShareGetsCredentialsServicesAndInstanceRole(t *testing.T) {
 	if mounts["dbfleet-bin"] != "/dbfleet" || mounts["data"] != "/var/lib/postgresql/data" {
 		t.Errorf("mounts %v", mounts)
 	}
-	if p := pg.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.String() != member.StatusPortName {
+	if p := pg.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.String() != specs.StatusPortName {
 		t.Errorf("readiness probe %+v, want HTTP /readyz on the status port", pg.ReadinessProbe)
 	}
 	if p := pg.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.TimeoutSeconds < 5 || p.PeriodSeconds*p.FailureThreshold < 60 {
@@ -174,7 +174,7 @@ func TestPostgresShareGetsCredentialsServicesAndInstanceRole(t *testing.T) {
 	}
 	var statusPort int32
 	for _, p := range pg.Ports {
-		if p.Name == member.StatusPortName {
+		if p.Name == specs.StatusPortName {
 			statusPort = p.ContainerPort
 		}
 	}
@@ -245,7 +245,7 @@ func TestPostgresServicesWithoutInstanceManagerSelectOnRoleAlone(t *testing.T) {
 	s := newShare(t, 1, 0, dbfleetv1alpha1.RolePrimary)
 	rw := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.db + "-rw"}}
 	s.waitObject(rw)
-	want := map[string]string{dbfleetv1alpha1.LabelDatabase: s.db, member.LabelInstance: s.db, contract.LabelRole: "primary"}
+	want := map[string]string{dbfleetv1alpha1.LabelDatabase: s.db, specs.LabelInstance: s.db, contract.LabelRole: "primary"}
 	if !maps.Equal(rw.Spec.Selector, want) {
 		t.Errorf("Service %s selects %v, want %v", rw.Name, rw.Spec.Selector, want)
 	}
@@ -296,7 +296,7 @@ func (s *share) runInstancePod(sts *appsv1.StatefulSet, ordinal int, srv *instan
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: fmt.Sprintf("%s-%d", s.db, ordinal), Labels: sts.Spec.Template.Labels},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "postgres", Image: "postgres:16.4",
-			Ports: []corev1.ContainerPort{{Name: member.StatusPortName, ContainerPort: int32(port)}}}}},
+			Ports: []corev1.ContainerPort{{Name: specs.StatusPortName, ContainerPort: int32(port)}}}}},
 	}
 	if err := east.Client.Create(s.ctx, pod); err != nil {
 		s.t.Fatal(err)

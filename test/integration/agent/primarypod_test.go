@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
-	"github.com/dbfleet/dbfleet/pkg/agent/member"
 	"github.com/dbfleet/dbfleet/pkg/contract"
+	"github.com/dbfleet/dbfleet/pkg/specs"
 )
 
 // A replica share of two is promoted with its higher ordinal as the primary pod
@@ -47,7 +47,7 @@ func TestPromotedShareMakesItsNamedPodThePrimary(t *testing.T) {
 
 	pdb := &policyv1.PodDisruptionBudget{}
 	s.eventually("the primary budget", func() bool {
-		return east.Client.Get(s.ctx, s.key(member.PrimaryPDBName(s.db)), pdb) == nil
+		return east.Client.Get(s.ctx, s.key(specs.PrimaryPDBName(s.db)), pdb) == nil
 	})
 	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
 	if err != nil {

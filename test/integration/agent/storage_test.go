@@ -27,8 +27,8 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
-	"github.com/dbfleet/dbfleet/pkg/agent/member"
 	"github.com/dbfleet/dbfleet/pkg/join"
+	"github.com/dbfleet/dbfleet/pkg/specs"
 )
 
 // agentMemberConfig is a member user with exactly the rights hub join grants the agent, changed
@@ -293,7 +293,7 @@ func TestAFailingObjectDoesNotStopTheLease(t *testing.T) {
 	if c := meta.FindStatusCondition(got.Status.Conditions, dbfleetv1alpha1.ConditionApplied); !strings.Contains(c.Message, "PodDisruptionBudget") {
 		t.Errorf("Applied message %q does not name the failing object", c.Message)
 	}
-	if err := east.Client.Get(s.ctx, s.key(member.ReplicaPDBName(s.db)), &policyv1.PodDisruptionBudget{}); !apierrors.IsNotFound(err) {
+	if err := east.Client.Get(s.ctx, s.key(specs.ReplicaPDBName(s.db)), &policyv1.PodDisruptionBudget{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("test setup: the agent could write a PodDisruptionBudget (%v)", err)
 	}
 
