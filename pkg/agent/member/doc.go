@@ -8,6 +8,12 @@
 // names. The agent engages its own member cluster (Pull); the hub engages Push members through
 // kubeconfig Secrets. MemberDatabases of clusters that are not engaged are left alone.
 //
+// Its parts: reconciler.go (Reconcile and the full pass), fencing.go (where the share's primary
+// stands: the agent's hub lease, a lapse), primarylease.go (the member-local primary Lease: the
+// renewal-only pass, when to renew, when it has certainly lapsed), sharestate.go (what the agent
+// remembers of a share between passes), apply.go, status.go, instances.go (the instances'
+// /status), endpoints.go, storage.go, cleanup.go.
+//
 // It only ever touches objects carrying its managed-by label: anything else with the same name is
 // reported as a conflict, never adopted, changed or deleted.
 package member

@@ -4,17 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
-	"strconv"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,7 +22,6 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
-	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/specs"
 )
 
@@ -74,10 +69,6 @@ func (r *Reconciler) now() time.Time {
 // firstReportHold is how long a new share's first report may wait for its StatefulSet to become
 // ready, so that one status write says both "applied" and "ready" (see holdFirstReport).
 const firstReportHold = 3 * time.Second
-
-// fullPassEvery bounds how long a live primary share goes on lease renewals alone: a full pass
-// re-applies its Service and PodDisruptionBudgets, which nothing watches for drift.
-const fullPassEvery = time.Minute
 
 // conflictError says an object the agent would manage exists but was not created by it.
 type conflictError struct{ kind, key string }
@@ -241,67 +232,6 @@ func (r *Reconciler) reconcileShare(ctx context.Context, hub client.Client, cl c
 	return ctrl.Result{RequeueAfter: next}, nil
 }
 
-// fenceState is where a share's primary stands in one pass.
-type fenceState struct {
-	// fencedAt is the epoch at which the share's primary is fenced, 0 when it is not.
-	fencedAt int64
-	// fenced says the share holds the primary and it is fenced.
-	fenced bool
-	// now: this pass fences it. lapsedHere: the agent judged its primary Lease lapsed at this
-	// epoch in an earlier pass.
-	now, lapsedHere bool
-}
-
-// judgeFence reads, from the StatefulSet the member runs, the epoch it runs and the one its
-// primary was fenced at, and fences a primary share whose agent has no fresh hub renewal or whose
-// primary Lease lapsed at this epoch. A fence from an epoch below the share's is spent.
-func (r *Reconciler) judgeFence(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, share *shareState) (int64, fenceState, error) {
-	running, fencedAt, err := currentEpochs(ctx, member, mdb)
-	if err != nil || running > mdb.Spec.Epoch {
-		return running, fenceState{}, err
-	}
-	if fencedAt < mdb.Spec.Epoch {
-		fencedAt = 0 // the hub has since handed out a higher epoch: the old fence is spent
-	}
-	primary := mdb.Spec.Role == dbfleetv1alpha1.RolePrimary
-	f := fenceState{fencedAt: fencedAt, lapsedHere: share.lapsed == mdb.Spec.Epoch}
-	f.now = primary && fencedAt == 0 && r.Guard != nil && (!r.Guard.Fresh() || f.lapsedHere)
-	if f.now {
-		f.fencedAt = mdb.Spec.Epoch
-		log := ctrl.LoggerFrom(ctx)
-		if f.lapsedHere {
-			log.Info("Fencing primary: its primary Lease lapsed while the member API server was unreachable", "epoch", f.fencedAt)
-		} else {
-			log.Info("Fencing primary: no successful hub renewal within fenceAfter", "epoch", f.fencedAt, "deadline", r.Guard.Deadline())
-		}
-	}
-	f.fenced = primary && f.fencedAt > 0
-	return running, f, nil
-}
-
-// settleFence runs after the share's objects were applied. A live primary whose Lease renewal
-// failed is fenced once the Lease has certainly lapsed (judgeLeaseLapse), and the Fenced message
-// says why; a fence this pass wrote is counted once. It returns when to judge the lapse again.
-func (r *Reconciler) settleFence(ctx context.Context, mdb *dbfleetv1alpha1.MemberDatabase, share *shareState, f *fenceState, pass *passResult) time.Duration {
-	primary := mdb.Spec.Role == dbfleetv1alpha1.RolePrimary
-	var lapseWait time.Duration
-	if primary && !f.fenced && pass.leaseErr != nil && r.Guard != nil {
-		var lapsedNow bool
-		if lapsedNow, lapseWait = r.judgeLeaseLapse(ctx, share, mdb, pass.leaseErr, r.now()); lapsedNow {
-			f.fenced, f.fencedAt = true, mdb.Spec.Epoch
-			pass.fenceMessage = lapseMessage(mdb.Spec.Epoch, pass.leaseErr)
-		}
-	} else if f.lapsedHere && f.fenced {
-		pass.fenceMessage = lapseMessage(mdb.Spec.Epoch, errors.New("the member API server did not answer"))
-	}
-	if f.now && pass.atEpoch && !pass.replacing && share.fenceCounted != f.fencedAt {
-		// Counted once: the StatefulSet now carries the fenced epoch.
-		share.fenceCounted = f.fencedAt
-		primariesFenced.Inc()
-	}
-	return lapseWait
-}
-
 // nextPass is when to look at the share again: for a live primary, in time to carry the next hub
 // renewal into its Lease (nextLook); sooner to judge a lapse, to see a replaced StatefulSet, or to
 // read the instances again, which nothing watches.
@@ -329,37 +259,6 @@ func (r *Reconciler) nextPass(mdb *dbfleetv1alpha1.MemberDatabase, pass passResu
 		}
 	}
 	return next
-}
-
-// renewOnly is the pass of a live primary share whose MemberDatabase and StatefulSet have not
-// changed since its last full pass, less than fullPassEvery ago: it keeps the pods' role labels
-// and carries the last hub renewal into the primary Lease, and applies nothing. A share re-applied
-// its four objects every fenceAfter/5 before, which at 30 primaries was 40 member API requests a
-// second for no change. It reports whether it handled the pass.
-func (r *Reconciler) renewOnly(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, share *shareState, cluster string) (ctrl.Result, bool) {
-	if r.Guard == nil || mdb.Spec.Role != dbfleetv1alpha1.RolePrimary || !r.Guard.Fresh() || r.instanceManaged(mdb) {
-		return ctrl.Result{}, false
-	}
-	last := share.lastPass
-	if last == nil {
-		return ctrl.Result{}, false
-	}
-	if last.mdbResourceVersion != mdb.ResourceVersion || time.Since(last.at) > fullPassEvery {
-		return ctrl.Result{}, false
-	}
-	sts := &appsv1.StatefulSet{}
-	if err := member.Get(ctx, client.ObjectKey{Namespace: mdb.Spec.DatabaseRef.Namespace, Name: mdb.Spec.DatabaseRef.Name}, sts); err != nil ||
-		sts.ResourceVersion != last.stsResourceVersion {
-		return ctrl.Result{}, false
-	}
-	// A pod that cannot get its image changes nothing of the StatefulSet: the full pass reports it.
-	if problems, err := labelPods(ctx, member, mdb, false); err != nil || len(problems) > 0 {
-		return ctrl.Result{}, false
-	}
-	if err := r.renewPrimaryLease(ctx, member, mdb, share, cluster); err != nil {
-		return ctrl.Result{}, false
-	}
-	return ctrl.Result{RequeueAfter: r.nextLook(true)}, true
 }
 
 // holdFirstReport says how long to hold a new share's first report: one that would only say
@@ -396,81 +295,6 @@ func (r *Reconciler) writeStatus(ctx context.Context, hub client.Client, before,
 	return nil
 }
 
-// nextLook schedules the next reconcile of a live primary share. The primary Lease it just
-// wrote expires at the fence deadline; the share comes back one heartbeat after the renewal it
-// carries (lookAfter: 5 s at the defaults, with 10 s of the Lease left), by when the agent has
-// renewed again, and carries the latest renewal into the Lease, so the instance manager always
-// sees a Lease with most of fenceAfter left. Without a newer renewal by then, it comes back at
-// the deadline itself, to fence. A look every fenceAfter/5 (3 s) made five looks for every three
-// renewals: at 10,000 primaries in one bench-scale process, the largest share of its CPU that
-// grew with databases at rest; one look per renewal is the least that keeps the Lease fresh.
-func (r *Reconciler) nextLook(livePrimary bool) time.Duration {
-	if !livePrimary || r.Guard == nil {
-		return 0
-	}
-	return lookAfter(time.Until(r.Guard.Deadline()), r.Guard.FenceAfter(), r.Guard.RenewInterval())
-}
-
-// leaseInHand is how much of the primary Lease nextLook keeps left when it rewrites it, at least:
-// the instance manager stops writes contract.FenceSafety before the Lease ends, starts its fast
-// shutdown a moment before that, and reads the Lease every second or so, and a busy member API
-// server can take a second or two. A third of a short fenceAfter (2.7 s of 8 s) was less than
-// that, and healthy primaries on real nodes fenced themselves.
-const leaseInHand = contract.FenceSafety + 3*time.Second
-
-// lookAfter is nextLook's arithmetic: until is the time left to the fence deadline, renewEvery
-// the heartbeat interval (0 when unknown). The Lease is rewritten when keep is left of it: a
-// third of fenceAfter, leaseInHand where fenceAfter leaves room for it, and with the heartbeat
-// known, as soon as the next renewal can have happened (fenceAfter - renewEvery). Without a newer
-// renewal by then, the share comes back at the deadline itself, to fence.
-func lookAfter(until, fenceAfter, renewEvery time.Duration) time.Duration {
-	keep := max(fenceAfter/3, min(leaseInHand, fenceAfter*2/3))
-	if renewEvery > 0 && renewEvery < fenceAfter {
-		keep = max(keep, fenceAfter-renewEvery)
-	}
-	next := until - keep
-	if next <= 0 {
-		next = until
-	}
-	return max(next, 100*time.Millisecond)
-}
-
-// renewPrimaryLease carries the last successful hub renewal into the share's member-local primary
-// Lease, once the agent has renewed at all since it started.
-func (r *Reconciler) renewPrimaryLease(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, share *shareState, cluster string) error {
-	renewed := r.Guard.LastRenewStart()
-	if renewed.IsZero() {
-		return nil
-	}
-	err := fence.RenewPrimaryLease(ctx, member, mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name,
-		contract.Holder(cluster, mdb.Spec.Epoch), renewed, r.Guard.FenceAfter(), specs.ObjectLabels(mdb))
-	// Recorded unless the write certainly never reached the API server (connection refused): a
-	// write that failed otherwise (a timeout) may have landed, and the Lease may say renewed.
-	if tried := share.leaseTried; !utilnet.IsConnectionRefused(err) && (tried.epoch != mdb.Spec.Epoch || renewed.After(tried.renewed)) {
-		share.leaseTried = leaseTry{epoch: mdb.Spec.Epoch, renewed: renewed}
-	}
-	return err
-}
-
-// currentEpochs reads, from the StatefulSet the member runs, the epoch it was last applied at and
-// the epoch its primary was fenced at (zero when none).
-func currentEpochs(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase) (running, fencedAt int64, err error) {
-	sts := &appsv1.StatefulSet{}
-	err = member.Get(ctx, client.ObjectKey{Namespace: mdb.Spec.DatabaseRef.Namespace, Name: mdb.Spec.DatabaseRef.Name}, sts)
-	if apierrors.IsNotFound(err) {
-		return 0, 0, nil
-	}
-	if err != nil {
-		return 0, 0, fmt.Errorf("read StatefulSet: %w", err)
-	}
-	if sts.Labels[specs.LabelManagedBy] != specs.ManagedByAgent {
-		return 0, 0, nil // not ours; apply reports the conflict
-	}
-	running, _ = strconv.ParseInt(sts.Labels[dbfleetv1alpha1.LabelEpoch], 10, 64)
-	fencedAt, _ = strconv.ParseInt(sts.Annotations[specs.AnnotationFencedEpoch], 10, 64)
-	return running, fencedAt, nil
-}
-
 // engageWait is how soon a share of a Push cluster whose kubeconfig is not engaged yet is retried.
 const engageWait = 2 * time.Second
 
@@ -488,80 +312,4 @@ func (r *Reconciler) notEngaged(ctx context.Context, hub client.Client, cluster 
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Push cluster not engaged yet")
 	return ctrl.Result{RequeueAfter: engageWait}, nil
-}
-
-// cleanup removes the share's objects from the member cluster, then lets the MemberDatabase go
-// by dropping the agent's finalizer: that is the hub's confirmation. Volumes follow the
-// StatefulSet's retention policy (kept unless the user asked for Delete).
-func (r *Reconciler) cleanup(ctx context.Context, hub, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, cluster string) error {
-	ns, name := mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name
-	for _, obj := range specs.ShareObjects(ns, name) {
-		if err := deleteOwned(ctx, member, obj); err != nil {
-			return err
-		}
-	}
-	// ClusterSetIP mode exported the share's Services to the clusterset: the exports go too, or
-	// other clusters would go on resolving a name for a database this cluster no longer runs. A
-	// member without the MCS API has none.
-	for _, svc := range []string{specs.ReadWriteServiceName(name), specs.ReadOnlyServiceName(name)} {
-		if err := ensureServiceExport(ctx, member, mdb, svc, false); err != nil && !errors.Is(err, errNoMCS) {
-			return err
-		}
-	}
-	// Whatever epoch it names, this cluster's primary Lease goes with the share: a database
-	// re-created under the same name must not find a stale but unexpired Lease here.
-	if err := fence.ReleasePrimaryLease(ctx, member, ns, name, cluster, math.MaxInt64); err != nil {
-		return err
-	}
-	if controllerutil.ContainsFinalizer(mdb, dbfleetv1alpha1.MemberDatabaseFinalizer) {
-		patched := mdb.DeepCopy()
-		controllerutil.RemoveFinalizer(patched, dbfleetv1alpha1.MemberDatabaseFinalizer)
-		if err := hub.Patch(ctx, patched, client.MergeFrom(mdb)); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("remove finalizer: %w", err)
-		}
-	}
-	ctrl.LoggerFrom(ctx).Info("Removed share from member cluster")
-	return nil
-}
-
-// primaryLeaseLapse is when the share's primary Lease at epoch has certainly run out for its
-// instances, by this agent's record of the renewals it tried: the latest (a write that failed
-// but may have landed counts), plus the Lease's duration, plus the clock skew the instances allow
-// between their clock and the agent's (they fence fenceSafety before that, on their own
-// clock). ok is false when this agent tried no renewal at that epoch: an earlier agent process
-// may have, and it cannot tell when.
-func (r *Reconciler) primaryLeaseLapse(share *shareState, epoch int64) (lapse time.Time, ok bool) {
-	tried := share.leaseTried
-	if tried.epoch != epoch {
-		return time.Time{}, false
-	}
-	return tried.renewed.Add(time.Duration(fence.SecondsDown(r.Guard.FenceAfter()))*time.Second + contract.MaxClockSkew), true
-}
-
-// judgeLeaseLapse runs after a live primary share's pass whose primary Lease renewal failed (the
-// member API server stopped, say). The instances stop taking writes when the Lease runs out,
-// whatever the agent does; but the agent still heartbeats the hub, which therefore sees no
-// silence to wait out and would never promote elsewhere. Once the Lease has certainly lapsed,
-// the agent fences the share at its epoch for good and says so (Fenced=True,
-// PrimaryLeaseLapsed), which lets the hub promote another cluster at once. It returns whether it
-// did, and otherwise when to look again.
-func (r *Reconciler) judgeLeaseLapse(ctx context.Context, share *shareState, mdb *dbfleetv1alpha1.MemberDatabase, renewErr error, now time.Time) (bool, time.Duration) {
-	lapse, ok := r.primaryLeaseLapse(share, mdb.Spec.Epoch)
-	if !ok {
-		return false, 0
-	}
-	if wait := lapse.Sub(now); wait > 0 {
-		return false, wait
-	}
-	if share.lapsed != mdb.Spec.Epoch {
-		share.lapsed = mdb.Spec.Epoch
-		ctrl.LoggerFrom(ctx).Error(renewErr, "The primary Lease could not be renewed and has lapsed: the primary has stopped taking writes; fencing the share",
-			"epoch", mdb.Spec.Epoch, "lapse", lapse)
-	}
-	return true, 0
-}
-
-// lapseMessage is the Fenced condition's message for a share fenced by judgeLeaseLapse.
-func lapseMessage(epoch int64, renewErr error) string {
-	return fmt.Sprintf("the agent could not renew the primary Lease at epoch %d (%v) and it has run out: the primary has stopped taking writes; the share stays fenced until the hub hands out a higher epoch", epoch, renewErr)
 }
