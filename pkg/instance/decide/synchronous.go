@@ -16,7 +16,7 @@ const NoStandby = "dbfleet: no standby in another cluster"
 // Synchronous is what the pod asks of the primary's synchronous replication (the agent's
 // annotations, from spec.postgres.synchronous and the other clusters' pods).
 type Synchronous struct {
-	// Durability is status.DurabilityRequired or status.DurabilityPreferred; empty: asynchronous.
+	// Durability is contract.DurabilityRequired or contract.DurabilityPreferred; empty: asynchronous.
 	Durability string
 	// Number is how many standbys a commit waits for.
 	Number int
