@@ -18,6 +18,7 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
+	"github.com/dbfleet/dbfleet/pkg/queue"
 )
 
 // Name is the controller's name.
@@ -28,6 +29,9 @@ const Name = "memberdatabase"
 // guard is the agent's hub-lease freshness, nil in the hub; instanceImage is --instance-image.
 func Setup(mgr mcmanager.Manager, guard *fence.Guard, opts controller.TypedOptions[mcreconcile.Request], instanceImage string) error {
 	r := &Reconciler{Manager: mgr, Guard: guard, Recorder: mgr.GetLocalManager().GetEventRecorder("dbfleet-agent"), InstanceImage: instanceImage}
+	if opts.NewQueue == nil {
+		opts.NewQueue = queue.New[mcreconcile.Request](mgr.GetLocalManager().GetLogger())
+	}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named(Name).
 		WithOptions(opts).

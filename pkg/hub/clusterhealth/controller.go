@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/dbfleet/dbfleet/pkg/hub/liveness"
 	"github.com/dbfleet/dbfleet/pkg/hub/push"
 	"github.com/dbfleet/dbfleet/pkg/ownwrites"
+	"github.com/dbfleet/dbfleet/pkg/queue"
 )
 
 // Name is the controller's name in the hub's --controllers list.
@@ -90,6 +92,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.Observer.SetReader(ReadRenewTime(mgr.GetAPIReader()))
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
+		WithOptions(controller.Options{NewQueue: queue.New[reconcile.Request](mgr.GetLogger())}).
 		For(&dbfleetv1alpha1.MemberCluster{}).
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.observeLease)).
 		Watches(&dbfleetv1alpha1.MemberClusterReport{}, handler.EnqueueRequestsFromMapFunc(reportCluster)).

@@ -15,10 +15,12 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/queue"
 )
 
 // Name is the controller's name in the hub's --controllers list.
@@ -64,6 +66,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
+		WithOptions(controller.Options{NewQueue: queue.New[reconcile.Request](mgr.GetLogger())}).
 		For(&dbfleetv1alpha1.DatabaseCluster{}).
 		Watches(&dbfleetv1alpha1.MemberDatabase{}, handler.EnqueueRequestsFromMapFunc(memberDatabaseOwner)).
 		WatchesRawSource(secrets).
