@@ -13,15 +13,18 @@ import (
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 )
 
-// reportEndpoints sets a share's status.endpoints as its agent would.
+// reportEndpoints sets a share's status.endpoints as its agent does: a merge patch of the status,
+// which the hub's concurrent writes of the share's spec cannot make conflict (an update of what
+// was read could, and did once in CI).
 func (f *fixture) reportEndpoints(mdb *dbfleetv1alpha1.MemberDatabase, e *dbfleetv1alpha1.DatabaseEndpoints) {
 	f.t.Helper()
 	fresh := &dbfleetv1alpha1.MemberDatabase{}
 	if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(mdb), fresh); err != nil {
 		f.t.Fatal(err)
 	}
+	before := fresh.DeepCopy()
 	fresh.Status.Endpoints = e
-	if err := f.c.Status().Update(f.ctx, fresh); err != nil {
+	if err := f.c.Status().Patch(f.ctx, fresh, client.MergeFrom(before)); err != nil {
 		f.t.Fatal(err)
 	}
 }

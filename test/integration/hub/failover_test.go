@@ -148,9 +148,10 @@ func TestFencedPrimaryIsRepromotedWithAHigherEpoch(t *testing.T) {
 	if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(mdbs[a]), fresh); err != nil {
 		t.Fatal(err)
 	}
+	before := fresh.DeepCopy()
 	fresh.Status.ObservedGeneration, fresh.Status.Epoch = fresh.Generation, fresh.Spec.Epoch
 	meta.SetStatusCondition(&fresh.Status.Conditions, metav1.Condition{Type: dbfleetv1alpha1.ConditionFenced, Status: metav1.ConditionTrue, Reason: "HubLeaseExpired"})
-	if err := f.c.Status().Update(f.ctx, fresh); err != nil {
+	if err := f.c.Status().Patch(f.ctx, fresh, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
 	f.waitDatabase("orders", "epoch 2 on the same cluster", func(d *dbfleetv1alpha1.DatabaseCluster) bool {

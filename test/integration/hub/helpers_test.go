@@ -363,8 +363,9 @@ func (f *fixture) reportAsAgent(mdb *dbfleetv1alpha1.MemberDatabase, ready int32
 	if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(mdb), fresh); err != nil {
 		f.t.Fatal(err)
 	}
+	before := fresh.DeepCopy()
 	setAgentStatus(fresh, ready, available)
-	if err := f.c.Status().Update(f.ctx, fresh); err != nil {
+	if err := f.c.Status().Patch(f.ctx, fresh, client.MergeFrom(before)); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -396,8 +397,9 @@ func (f *fixture) reportInstances(mdb *dbfleetv1alpha1.MemberDatabase, instances
 	if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(mdb), fresh); err != nil {
 		f.t.Fatal(err)
 	}
+	before := fresh.DeepCopy()
 	fresh.Status.Instances = instances
-	if err := f.c.Status().Update(f.ctx, fresh); err != nil {
+	if err := f.c.Status().Patch(f.ctx, fresh, client.MergeFrom(before)); err != nil {
 		f.t.Fatal(err)
 	}
 }

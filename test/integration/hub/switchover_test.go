@@ -174,6 +174,7 @@ func TestClockSkewedPrimaryMovesByPlannedSwitchover(t *testing.T) {
 	if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(oldMDB), fresh); err != nil {
 		t.Fatal(err)
 	}
+	before := fresh.DeepCopy()
 	setAgentStatus(fresh, fresh.Spec.Replicas, false)
 	fresh.Status.Instances = []dbfleetv1alpha1.InstanceStatus{{Pod: podOn(f.getDatabase("orders"), old), Role: dbfleetv1alpha1.InstanceFenced,
 		Demoted: &dbfleetv1alpha1.InstanceDemotion{Epoch: 1, FinalLSN: final, Timeline: 1}}}
@@ -181,7 +182,7 @@ func TestClockSkewedPrimaryMovesByPlannedSwitchover(t *testing.T) {
 		Reason: dbfleetv1alpha1.ReasonInstanceFenced, Message: "the primary instance fenced itself at epoch 1"})
 	meta.SetStatusCondition(&fresh.Status.Conditions, metav1.Condition{Type: dbfleetv1alpha1.ConditionClockSkew, Status: metav1.ConditionTrue,
 		Reason: dbfleetv1alpha1.ReasonClocksDisagree, Message: "the clock of instance orders-" + old + " is 1h0m0s behind the agent's"})
-	if err := f.c.Status().Update(f.ctx, fresh); err != nil {
+	if err := f.c.Status().Patch(f.ctx, fresh, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
 
