@@ -183,7 +183,7 @@ func (s *scheduler) selectBySpread(cands []int32, need int64) ([]int32, string) 
 	}
 	// 4. Swap for room.
 	if need >= 0 && sel.capacity < need && len(spec.topology) == 0 {
-		s.swapForRoom(&sel, sel.ranked, sel.taken, need)
+		s.swapForRoom(&sel, need)
 	}
 	if len(sel.chosen) < spec.clusterMin {
 		return nil, fmt.Sprintf("spreadConstraints need at least %d clusters and only %d qualify", spec.clusterMin, len(sel.chosen))
@@ -383,7 +383,8 @@ func (s *scheduler) rankOrder(a, b int32) int {
 // room when that is more, until the room suffices. Clusters holding replicas are never swapped
 // out, not even those that may not grow: taking their replicas to make room for more would break
 // house monotonicity; the placement is unschedulable instead.
-func (s *scheduler) swapForRoom(sel *selection, ranked []int32, taken []bool, need int64) {
+func (s *scheduler) swapForRoom(sel *selection, need int64) {
+	ranked, taken := sel.ranked, sel.taken
 	pos := make(map[int32]int, len(ranked))
 	for r, n := range ranked {
 		pos[n] = r

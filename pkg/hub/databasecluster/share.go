@@ -26,9 +26,6 @@ func shareOf(mdb *dbfleetv1alpha1.MemberDatabase) share { return share{mdb} }
 // shareOn is the share of the database on cluster.
 func (s *scope) shareOn(cluster string) share { return shareOf(s.memberDBs[cluster]) }
 
-// exists says the cluster holds a MemberDatabase.
-func (sh share) exists() bool { return sh.mdb != nil }
-
 // reportsInstances says the share's instances report (they run the instance manager).
 func (sh share) reportsInstances() bool { return sh.mdb != nil && len(sh.mdb.Status.Instances) > 0 }
 
