@@ -352,6 +352,11 @@ const (
 	// (too few of status.synchronous.standbys can be read for the quorum, or the most advanced is
 	// not one the hub can promote): the hub waits rather than lose acknowledged writes.
 	ReasonWaitingForSynchronousStandby = "WaitingForSynchronousStandby"
+	// ReasonWaitingForSilence (True): the primary's cluster is lost and the standby to promote
+	// has exchanged WAL with a primary too recently, or is not one the old primary answers to:
+	// the old primary may still take writes while it hears its standbys (its failsafe), so the
+	// hub promotes only a member of its membership silent for longer than that can last.
+	ReasonWaitingForSilence = "WaitingForSilence"
 	// ReasonSwitchoverPending (False): the first of spec.primary.preferredClusters cannot take the
 	// primary yet (it holds no replica, or is not healthy); the switchover happens once it can.
 	ReasonSwitchoverPending = "SwitchoverPending"

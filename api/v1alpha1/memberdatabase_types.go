@@ -211,6 +211,17 @@ type InstanceStatus struct {
 	// token a planned switchover hands to the new primary (spec.promoteAfterLSN of its share).
 	// +optional
 	Demoted *InstanceDemotion `json:"demoted,omitempty"`
+	// Failsafe is, on the primary, the standbys it must hear from to go on taking writes when
+	// its primary Lease can no longer be renewed (its membership), and those it has not heard
+	// within the failsafe window. A failover promotes only a member of it.
+	// +optional
+	Failsafe *InstanceFailsafe `json:"failsafe,omitempty"`
+	// PrimarySilenceSeconds is, on a standby, how long in whole seconds it has exchanged nothing
+	// with any primary (0 while its walreceiver is connected). A failover promotes only a
+	// standby silent for longer than the old primary's failsafe can last.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	PrimarySilenceSeconds *int64 `json:"primarySilenceSeconds,omitempty"`
 	// Message says why the status could not be read, when Role is unknown.
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
@@ -269,6 +280,22 @@ type InstanceRejoin struct {
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	Message string `json:"message,omitempty"`
+}
+
+// InstanceFailsafe is whom a primary must hear from (docs/failover.md, "Failsafe and promotion
+// from silence").
+type InstanceFailsafe struct {
+	// Members are the standbys of its membership: the database's other pods, as the hub last
+	// gave them to it.
+	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:items:MaxLength=253
+	// +optional
+	Members []string `json:"members,omitempty"`
+	// Unheard are the members it has not heard from within the failsafe window.
+	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:items:MaxLength=253
+	// +optional
+	Unheard []string `json:"unheard,omitempty"`
 }
 
 // InstanceDemotion is how an instance last stopped as primary.

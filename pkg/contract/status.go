@@ -74,6 +74,10 @@ const (
 	// ReasonPrimaryUnreachable: a standby does not stream, and its own replication connection to
 	// the primary endpoint fails (the message has the error: refused, timed out, password).
 	ReasonPrimaryUnreachable Reason = "PrimaryUnreachable"
+	// ReasonWaitingForSilence: the pod is primary at a new epoch without a promotion token (a
+	// failover), and the standby has exchanged something with a primary within
+	// PromotionSilence: it stops following and promotes once it has been silent that long.
+	ReasonWaitingForSilence Reason = "WaitingForSilence"
 	// ReasonWaitingForReplay: the pod is primary at a new epoch with a promote-after LSN (a
 	// planned switchover's promotion token, the old primary's final LSN), and the standby has not
 	// replayed past it: it promotes once it has, and never before (the message has both LSNs).
@@ -122,6 +126,13 @@ type Status struct {
 	Diverged []string `json:"diverged,omitempty"`
 	// Demoted is where this instance's WAL ended when it last stopped as primary.
 	Demoted *Demotion `json:"demoted,omitempty"`
+	// Failsafe is, on a primary, whom it must hear from to keep taking writes without its Lease,
+	// and whom it has not heard within FailsafeWindow.
+	Failsafe *Failsafe `json:"failsafe,omitempty"`
+	// PrimarySilenceSeconds is, on a standby (or a stopped instance), how long in whole seconds
+	// (rounded down) it has exchanged nothing with any primary: 0 while its walreceiver is
+	// connected. Absent while postgres runs as primary.
+	PrimarySilenceSeconds *int64 `json:"primarySilenceSeconds,omitempty"`
 	// Time is the instance's clock when it answered (RFC 3339): the agent compares it with its
 	// own, since a primary Lease renewed by a clock too far ahead is refused (ReasonClockSkew).
 	Time string `json:"time,omitempty"`
@@ -199,4 +210,13 @@ type Rejoin struct {
 	DivergedData string `json:"divergedData,omitempty"`
 	// Message is what pg_rewind said.
 	Message string `json:"message,omitempty"`
+}
+
+// Failsafe is what a primary reports of the standbys it must hear from.
+type Failsafe struct {
+	// Members are the standbys of its membership (the pod's dbfleet.io/standbys): the pods of the
+	// database the hub last gave it, in its own cluster and others.
+	Members []string `json:"members"`
+	// Unheard are the members it has not heard from within FailsafeWindow.
+	Unheard []string `json:"unheard,omitempty"`
 }

@@ -18,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/dbfleet/dbfleet/pkg/contract"
+	"github.com/dbfleet/dbfleet/pkg/instance/contact"
 	"github.com/dbfleet/dbfleet/pkg/instance/decide"
 	"github.com/dbfleet/dbfleet/pkg/instance/observe"
 	"github.com/dbfleet/dbfleet/pkg/instance/pgconf"
@@ -83,6 +84,9 @@ type Manager struct {
 	rejoined *contract.Rejoin
 	// demoted is where the WAL ended when postgres last stopped as primary (demotion.go).
 	demoted *contract.Demotion
+	// hearing and silence are the failsafe's counters (contact.go).
+	hearing contact.Hearing
+	silence *contact.Silence
 }
 
 type mismatchCheck struct {
@@ -128,7 +132,8 @@ func newManager(opts Options, binDir string, cred *syscall.Credential, owner *pg
 		creds:   creds,
 		obs: &observe.Observer{Client: cs, Namespace: opts.Namespace, Pod: opts.PodName,
 			Lease: contract.PrimaryLeaseName(opts.Database), Interval: opts.PollInterval},
-		mode: contract.RoleStopped,
+		mode:    contract.RoleStopped,
+		silence: contact.NewSilence(time.Now()),
 	}
 	m.proc = &postgres.Process{Bins: m.bins, DataDir: m.dataDir, Output: os.Stderr}
 	m.guard = &guard{fire: m.fenceAtDeadline}
@@ -242,6 +247,7 @@ func (m *Manager) step(ctx context.Context) {
 	in := decide.Input{Now: time.Now(), Cluster: m.opts.Cluster, Pod: snap.Pod, Lease: snap.Lease,
 		Local: decide.Local{HasData: hasData, PromotedEpoch: m.state.PromotedEpoch, FencedEpoch: m.state.FencedEpoch,
 			ActedEpoch: m.acted, Running: m.runningLocked()}}
+	in.Local.PrimarySilence = m.silenceLocked(in.Now)
 	if in.Local.Running == contract.RoleStandby && m.serverAs == contract.RoleStandby {
 		in.Local.ReplayedLSN = m.server.ReplayedLSN
 	}
@@ -269,14 +275,7 @@ func (m *Manager) step(ctx context.Context) {
 	switch d.Action {
 	case decide.ActionNone:
 		err = nil
-		if snap.Pod.Role == contract.PodRolePrimary && m.running() == contract.RoleStandby {
-			// The promoted pod, waiting to promote: the slots its standbys will stream by. A
-			// failure only costs them time; the primary makes them again.
-			if serr := m.syncSlots(ctx, snap.Standbys); serr != nil && serr.Error() != m.slotsErr {
-				m.log.Info("Replication slots for the standbys to come not made yet", "err", serr.Error())
-				m.slotsErr = serr.Error()
-			}
-		}
+		m.keepSlotsWhileWaitingToPromote(ctx, snap)
 	case decide.ActionFence:
 		m.fence(d.FencedEpoch, d.Reason, d.Message)
 	case decide.ActionBootstrap:
@@ -285,6 +284,9 @@ func (m *Manager) step(ctx context.Context) {
 		reason, err = contract.ReasonCloneFailed, m.clone(ctx, d)
 	case decide.ActionRunStandby:
 		reason, err = contract.ReasonStartFailed, m.runStandby(ctx, d)
+		if err == nil && d.Reason == contract.ReasonWaitingForSilence {
+			m.keepSlotsWhileWaitingToPromote(ctx, snap)
+		}
 	case decide.ActionPromote:
 		reason, err = contract.ReasonPromoteFailed, m.promote(ctx, d)
 	case decide.ActionRunPrimary:
@@ -318,6 +320,19 @@ func (m *Manager) step(ctx context.Context) {
 		}
 	} else {
 		m.guard.disarm()
+	}
+}
+
+// keepSlotsWhileWaitingToPromote: the promoted pod, waiting to promote (its Lease, the old
+// primary's final LSN, its silence), keeps the slots its standbys will stream by. A failure only
+// costs them time; the primary makes them again.
+func (m *Manager) keepSlotsWhileWaitingToPromote(ctx context.Context, snap observe.Snapshot) {
+	if snap.Pod.Role != contract.PodRolePrimary || m.running() != contract.RoleStandby {
+		return
+	}
+	if err := m.syncSlots(ctx, snap.Standbys); err != nil && err.Error() != m.slotsErr {
+		m.log.Info("Replication slots for the standbys to come not made yet", "err", err.Error())
+		m.slotsErr = err.Error()
 	}
 }
 

@@ -91,10 +91,18 @@ func (m *Manager) Status() contract.Status {
 	}
 	st.Reason, st.Message = d.Reason, d.Message
 	st.Rejoin, st.Diverged, st.Demoted = m.rejoined, diverged, m.demoted
+	now := time.Now()
 	if running == contract.RolePrimary {
 		st.Synchronous = m.synchronousStatus(snap.Synchronous, st)
+		j := m.failsafeLocked(snap.Standbys, now)
+		st.Failsafe = &contract.Failsafe{Members: j.Members, Unheard: j.Unheard}
+		if st.Failsafe.Members == nil {
+			st.Failsafe.Members = []string{}
+		}
 	} else {
 		st.Synchronous, st.Replication = nil, nil
+		silent := int64(m.silenceLocked(now) / time.Second)
+		st.PrimarySilenceSeconds = &silent
 	}
 	switch {
 	case m.volume.full():
@@ -110,6 +118,8 @@ func (m *Manager) Status() contract.Status {
 		st.Reason, st.Message = m.errReason, m.errMsg
 	case m.credsErr != nil:
 		st.Reason, st.Message = contract.ReasonCredentialsInvalid, m.credsErr.Error()
+	case d.Reason == contract.ReasonWaitingForSilence:
+		// It follows nobody on purpose: nothing to say of its upstream.
 	case running == contract.RoleStandby && !st.Streaming && m.upstream.err != nil && d.Reason == contract.ReasonWaitingForReplay:
 		// The wait explains why it is not primary yet; the unreachable upstream, why it may last.
 		st.Message += "; not streaming: " + m.upstream.err.Error()
@@ -170,6 +180,7 @@ func (m *Manager) watchServer(ctx context.Context) {
 				_ = conn.Close(context.Background())
 				conn = nil
 			}
+			m.noteStopped(time.Now())
 			m.setServer(contract.Status{}, running)
 			continue
 		}
@@ -182,6 +193,7 @@ func (m *Manager) watchServer(ctx context.Context) {
 			if err != nil {
 				conn = nil
 				cancel()
+				m.noteUnknown(running, time.Now())
 				m.setServer(contract.Status{}, running)
 				continue
 			}
@@ -198,10 +210,19 @@ func (m *Manager) watchServer(ctx context.Context) {
 }
 
 func (m *Manager) readServer(ctx context.Context, conn *pgx.Conn, running contract.Role) (contract.Status, error) {
+	var p probe
+	if running == contract.RolePrimary {
+		// The clock first, then the position: WAL past it was inserted after this time.
+		p.at = time.Now()
+		lsn, err := pgsql.InsertLSN(ctx, conn)
+		p.lsn, p.ok = lsn, err == nil
+	}
 	srv, err := pgsql.ReadServer(ctx, conn)
 	if err != nil {
+		m.noteUnknown(running, time.Now())
 		return contract.Status{}, err
 	}
+	m.noteContact(running, srv, p, time.Now())
 	st := contract.Status{Timeline: srv.Timeline, ReceivedLSN: srv.ReceivedLSN, ReplayedLSN: srv.ReplayedLSN,
 		LagBytes: srv.LagBytes, Streaming: srv.Streaming, SystemIdentifier: srv.SystemIdentifier}
 	switch {

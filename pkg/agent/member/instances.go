@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
@@ -102,6 +103,12 @@ func instanceStatus(st contract.Status) dbfleetv1alpha1.InstanceStatus {
 	}
 	if d := st.Demoted; d != nil {
 		out.Demoted = &dbfleetv1alpha1.InstanceDemotion{Epoch: d.Epoch, FinalLSN: d.FinalLSN, Timeline: d.Timeline, Message: truncateMessage(d.Message)}
+	}
+	if f := st.Failsafe; f != nil {
+		out.Failsafe = &dbfleetv1alpha1.InstanceFailsafe{Members: f.Members, Unheard: f.Unheard}
+	}
+	if s := st.PrimarySilenceSeconds; s != nil && *s >= 0 {
+		out.PrimarySilenceSeconds = ptr.To(*s)
 	}
 	return out
 }

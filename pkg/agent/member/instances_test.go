@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/contract"
 )
@@ -188,7 +190,10 @@ func TestInstanceStatusCarriesEveryReportedField(t *testing.T) {
 		Rejoin:      &contract.Rejoin{Epoch: 4, Method: contract.RejoinRecloned, DivergedData: "/data/pgdata.diverged-3", Message: "rewind failed"},
 		Diverged:    []string{"/data/pgdata.diverged-3"},
 		Demoted:     &contract.Demotion{Epoch: 3, FinalLSN: "0/30199A8", Timeline: 2, Message: "clean"},
-		Message:     "all well"}
+		Failsafe:    &contract.Failsafe{Members: []string{"orders-5", "orders-6"}, Unheard: []string{"orders-6"}},
+		// Both sides' fields at once: the conversion does not look at the role.
+		PrimarySilenceSeconds: ptr.To[int64](7),
+		Message:               "all well"}
 	got := instanceStatus(st)
 	v := reflect.ValueOf(got)
 	for i := range v.NumField() {
@@ -196,7 +201,7 @@ func TestInstanceStatusCarriesEveryReportedField(t *testing.T) {
 			t.Errorf("InstanceStatus.%s is not carried from /status", name)
 		}
 	}
-	for _, nested := range []any{*got.Synchronous, got.Replication[0], *got.Rejoin, *got.Demoted} {
+	for _, nested := range []any{*got.Synchronous, got.Replication[0], *got.Rejoin, *got.Demoted, *got.Failsafe} {
 		nv := reflect.ValueOf(nested)
 		for i := range nv.NumField() {
 			if nv.Field(i).IsZero() {

@@ -98,7 +98,7 @@ func (r *Reconciler) recordFailover(dbc *dbfleetv1alpha1.DatabaseCluster, before
 	case dbfleetv1alpha1.ReasonDemoting:
 		r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, after.Reason, "Demote", "%s", after.Message)
 	case dbfleetv1alpha1.ReasonWaitingForEviction, dbfleetv1alpha1.ReasonWaitingForFencing, dbfleetv1alpha1.ReasonManualFailoverRequired,
-		dbfleetv1alpha1.ReasonWaitingForSynchronousStandby:
+		dbfleetv1alpha1.ReasonWaitingForSynchronousStandby, dbfleetv1alpha1.ReasonWaitingForSilence:
 		r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, after.Reason, "Failover", "%s", after.Message)
 	case dbfleetv1alpha1.ReasonSwitchoverPending:
 		r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, after.Reason, "Switchover", "%s", after.Message)

@@ -19,9 +19,9 @@ import (
 //     switchover target): switchoverMayBegin, demoteFirst, handOverToken. The old primary is
 //     demoted and stops cleanly; the new one replays past its final LSN before it takes a write.
 //   - not Ready, its share still placed (its taint tolerated): awaitEviction.
-//   - not Ready and evicted (a failover): fencedFirst, synchronousFirst. The old primary has
-//     certainly stopped writing, and with dataDurability required the new one has every
-//     acknowledged commit.
+//   - not Ready and evicted (a failover): fencedFirst, synchronousFirst, silentFirst. The old
+//     primary has certainly stopped writing (its Lease, then its failsafe), and with
+//     dataDurability required the new one has every acknowledged commit.
 type primaryMove struct {
 	from, to string
 	// current is the primary the move replaces; epoch is the one the new primary is promoted at.
@@ -79,7 +79,10 @@ func (r *Reconciler) gate(ctx context.Context, s *scope, m *primaryMove, planned
 		if h := r.fencedFirst(ctx, s, m); h != nil {
 			return h
 		}
-		return m.synchronousFirst(s)
+		if h := m.synchronousFirst(s); h != nil {
+			return h
+		}
+		return m.silentFirst(s)
 	}
 }
 

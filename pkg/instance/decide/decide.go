@@ -37,6 +37,9 @@ type Local struct {
 	// ReplayedLSN is, while postgres runs as a standby, the last WAL location it replayed as last
 	// read (empty when not known).
 	ReplayedLSN string
+	// PrimarySilence is how long this instance has exchanged nothing with any primary, on its
+	// own monotonic clock (pkg/instance/contact).
+	PrimarySilence time.Duration
 }
 
 // Input is everything Decide looks at.
@@ -193,12 +196,22 @@ func decidePrimary(d Decision, local Local, epoch int64, promoteAfter string) De
 		return d
 	case local.Running == contract.RoleStandby && promoteAfter != "":
 		// A planned switchover: every commit of the old primary must be here first. A standby
-		// that never gets there stays one (the hub's message and this one say so).
+		// that never gets there stays one (the hub's message and this one say so). The old
+		// primary stopped before the hub had its final LSN: no silence to wait for.
 		if ok, msg := replayedPast(promoteAfter, local.ReplayedLSN); !ok {
 			d.Reason, d.Message = contract.ReasonWaitingForReplay, msg
 			return d
 		}
 		d.Action = ActionPromote
+		return d
+	case local.Running == contract.RoleStandby && local.PrimarySilence < contract.PromotionSilence:
+		// A failover: the old primary may still take writes, without its Lease, while it hears
+		// this standby (its failsafe). Stop following it, then promote only once nothing has been
+		// exchanged with any primary for longer than its failsafe lasts.
+		d.Action, d.PrimaryEndpoint = ActionRunStandby, ""
+		d.Reason = contract.ReasonWaitingForSilence
+		d.Message = fmt.Sprintf("a failover without a promotion token: this standby exchanged WAL with a primary %s ago; it follows nobody now and promotes once silent for %s",
+			local.PrimarySilence.Truncate(100*time.Millisecond), contract.PromotionSilence)
 		return d
 	default:
 		// A standby is promoted; a primary still running from an older epoch adopts this one.

@@ -109,8 +109,12 @@ func TestDecide(t *testing.T) {
 			local: Local{HasData: true, PromotedEpoch: 3, FencedEpoch: 3, Running: contract.RoleStopped}, action: ActionRunStandby, epoch: 4},
 		{name: "fenced is primary again at a higher epoch, through a standby", pod: primary(5), lease: valid("east/5"),
 			local: Local{HasData: true, PromotedEpoch: 3, FencedEpoch: 3, Running: contract.RoleStopped}, action: ActionRunStandby, epoch: 5},
-		{name: "standby promoted at a new epoch", pod: primary(2), lease: valid("east/2"),
-			local: Local{HasData: true, PromotedEpoch: 1, Running: contract.RoleStandby}, action: ActionPromote, epoch: 2},
+		{name: "standby promoted at a new epoch once silent", pod: primary(2), lease: valid("east/2"),
+			local:  Local{HasData: true, PromotedEpoch: 1, Running: contract.RoleStandby, PrimarySilence: contract.PromotionSilence},
+			action: ActionPromote, epoch: 2},
+		{name: "standby promoted in a failover stops following and waits for silence", pod: primary(2), lease: valid("east/2"),
+			local:  Local{HasData: true, PromotedEpoch: 1, Running: contract.RoleStandby, PrimarySilence: contract.PromotionSilence - time.Millisecond},
+			action: ActionRunStandby, reason: contract.ReasonWaitingForSilence, epoch: 2},
 		{name: "standby not promoted before the Lease names its epoch", pod: primary(2), lease: valid("east/1"),
 			local: Local{HasData: true, PromotedEpoch: 1, Running: contract.RoleStandby}, action: ActionNone, reason: contract.ReasonLeaseNotHeld, epoch: 2},
 		{name: "standby not promoted under a skewed Lease", pod: primary(2), lease: lease("east/2", -time.Hour, 15*time.Second),
@@ -163,6 +167,9 @@ func TestDecide(t *testing.T) {
 			}
 			if d.FencedEpoch != tt.fenced {
 				t.Errorf("FencedEpoch = %d, want %d", d.FencedEpoch, tt.fenced)
+			}
+			if d.Reason == contract.ReasonWaitingForSilence && d.PrimaryEndpoint != "" {
+				t.Errorf("waiting for silence while following %q; it must follow nobody", d.PrimaryEndpoint)
 			}
 		})
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // Credentials are one role's login, as mounted from its Secret.
@@ -147,12 +149,14 @@ func Write(ctx context.Context, conn *pgx.Conn) error {
 
 // Server is what the status reports of the running server.
 type Server struct {
-	InRecovery       bool
-	Timeline         int64
-	ReceivedLSN      string
-	ReplayedLSN      string
-	LagBytes         int64
-	Streaming        bool
+	InRecovery  bool
+	Timeline    int64
+	ReceivedLSN string
+	ReplayedLSN string
+	LagBytes    int64
+	Streaming   bool
+	// Connected: a standby's walreceiver is connected to a primary (streaming or not yet).
+	Connected        bool
 	SystemIdentifier string
 	// SynchronousStandbyNames is synchronous_standby_names in effect (primary).
 	SynchronousStandbyNames string
@@ -160,9 +164,10 @@ type Server struct {
 	Replication []Replica
 }
 
-// Replica is one row of pg_stat_replication.
+// Replica is one row of pg_stat_replication. WriteLSN is what the standby's last reply said it
+// has written: the failsafe hears the standby by it (pkg/instance/contact).
 type Replica struct {
-	ApplicationName, State, SyncState, FlushLSN string
+	ApplicationName, State, SyncState, FlushLSN, WriteLSN string
 }
 
 // ReadServer reads the server's replication state.
@@ -213,29 +218,43 @@ func ReadServer(ctx context.Context, conn *pgx.Conn) (Server, error) {
 		s.Timeline = *tli
 	}
 	var recvTLI *int64
-	err := conn.QueryRow(ctx, "SELECT received_tli::bigint FROM pg_stat_wal_receiver WHERE status = 'streaming'").Scan(&recvTLI)
+	var status string
+	// A row exists from when the walreceiver's connection is established until it marks itself
+	// gone, before it disconnects: Connected is what the failsafe's silence counts by.
+	err := conn.QueryRow(ctx, "SELECT coalesce(status, ''), received_tli::bigint FROM pg_stat_wal_receiver").Scan(&status, &recvTLI)
 	switch {
 	case err == pgx.ErrNoRows:
 	case err != nil:
 		return s, fmt.Errorf("read walreceiver: %w", err)
 	default:
-		s.Streaming = true
-		if recvTLI != nil && *recvTLI > s.Timeline {
+		s.Connected = true
+		s.Streaming = status == "streaming"
+		if s.Streaming && recvTLI != nil && *recvTLI > s.Timeline {
 			s.Timeline = *recvTLI
 		}
 	}
 	return s, nil
 }
 
+// InsertLSN is the primary's WAL insert position: every WAL byte past it is inserted after the
+// call. It fails on a server in recovery.
+func InsertLSN(ctx context.Context, conn *pgx.Conn) (contract.LSN, error) {
+	var lsn string
+	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn); err != nil {
+		return 0, fmt.Errorf("read WAL insert position: %w", err)
+	}
+	return contract.ParseLSN(lsn)
+}
+
 func readReplication(ctx context.Context, conn *pgx.Conn) ([]Replica, error) {
 	rows, err := conn.Query(ctx, `SELECT coalesce(application_name, ''), coalesce(state, ''), coalesce(sync_state, ''),
-		coalesce(flush_lsn::text, '') FROM pg_stat_replication ORDER BY application_name, pid`)
+		coalesce(flush_lsn::text, ''), coalesce(write_lsn::text, '') FROM pg_stat_replication ORDER BY application_name, pid`)
 	if err != nil {
 		return nil, fmt.Errorf("read pg_stat_replication: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Replica, error) {
 		var r Replica
-		err := row.Scan(&r.ApplicationName, &r.State, &r.SyncState, &r.FlushLSN)
+		err := row.Scan(&r.ApplicationName, &r.State, &r.SyncState, &r.FlushLSN, &r.WriteLSN)
 		return r, err
 	})
 	if err != nil {

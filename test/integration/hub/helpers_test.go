@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -399,6 +400,14 @@ func (f *fixture) reportInstances(mdb *dbfleetv1alpha1.MemberDatabase, instances
 	}
 	before := fresh.DeepCopy()
 	fresh.Status.Instances = instances
+	for i := range fresh.Status.Instances {
+		in := &fresh.Status.Instances[i]
+		if in.Role != dbfleetv1alpha1.InstanceRunningPrimary && in.PrimarySilenceSeconds == nil {
+			// The tests' failovers are of a lost cluster: its primary has long gone silent for
+			// every standby, unless a test says otherwise.
+			in.PrimarySilenceSeconds = ptr.To[int64](3600)
+		}
+	}
 	if err := f.c.Status().Patch(f.ctx, fresh, client.MergeFrom(before)); err != nil {
 		f.t.Fatal(err)
 	}

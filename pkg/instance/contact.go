@@ -1,0 +1,65 @@
+package instance
+
+import (
+	"time"
+
+	"github.com/dbfleet/dbfleet/pkg/contract"
+	"github.com/dbfleet/dbfleet/pkg/instance/contact"
+	"github.com/dbfleet/dbfleet/pkg/instance/pgsql"
+)
+
+// probe is a primary's reading of its WAL insert position, taken before the server's reading
+// (ok false when it failed).
+type probe struct {
+	at  time.Time
+	lsn contract.LSN
+	ok  bool
+}
+
+// noteContact feeds one reading of the server, which ended at end, to the failsafe's two
+// counters: a primary's hearing of its standbys (its probe, then their replies), and a
+// standby's silence. The write check that follows a primary's reading commits a transaction,
+// so there is always WAL past the probe for the standbys to acknowledge.
+func (m *Manager) noteContact(running contract.Role, srv pgsql.Server, p probe, end time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if running != contract.RolePrimary || srv.InRecovery {
+		m.hearing.Reset()
+		m.silence.Observe(end, srv.Connected)
+		return
+	}
+	m.silence.Observe(end, false)
+	if p.ok {
+		m.hearing.Probe(p.at, p.lsn)
+	}
+	for _, r := range srv.Replication {
+		if lsn, err := contract.ParseLSN(r.WriteLSN); err == nil {
+			m.hearing.Reply(r.ApplicationName, lsn)
+		}
+	}
+}
+
+// noteStopped records a reading that found postgres stopped: no walreceiver, nothing heard.
+func (m *Manager) noteStopped(end time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.hearing.Reset()
+	m.silence.Observe(end, false)
+}
+
+// noteUnknown records a reading of a running server that failed: a standby counts it as contact.
+func (m *Manager) noteUnknown(running contract.Role, end time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if running != contract.RolePrimary {
+		m.silence.Unknown(end)
+	}
+}
+
+// failsafeLocked judges a running primary's hearing of members (the pod's standbys) now.
+func (m *Manager) failsafeLocked(members []string, now time.Time) contact.Judgement {
+	return m.hearing.Judge(members, contract.FailsafeWindow, now)
+}
+
+// silenceLocked is how long this instance has exchanged nothing with any primary.
+func (m *Manager) silenceLocked(now time.Time) time.Duration { return m.silence.For(now) }
