@@ -322,6 +322,19 @@ const (
 )
 
 const (
+	// ConditionPrimaryFailsafe says whether the primary takes writes on its failsafe: its Lease
+	// can no longer be renewed (the hub, its agent or the link between them is down) and it goes
+	// on because it hears every standby of its membership. Nothing is wrong with the data; the
+	// control plane is.
+	ConditionPrimaryFailsafe = "PrimaryFailsafe"
+	// ReasonFailsafe (True): the primary's instance reports it takes writes on its failsafe.
+	ReasonFailsafe = "Failsafe"
+	// ReasonLeaseHeld (False): the primary takes writes under its Lease, or reports nothing of
+	// a failsafe.
+	ReasonLeaseHeld = "LeaseHeld"
+)
+
+const (
 	// ConditionFailoverInProgress says whether the primary is moving to another cluster.
 	ConditionFailoverInProgress = "FailoverInProgress"
 	// ReasonNoFailover (False): the primary is not moving.

@@ -285,6 +285,10 @@ type InstanceRejoin struct {
 // InstanceFailsafe is whom a primary must hear from (docs/failover.md, "Failsafe and promotion
 // from silence").
 type InstanceFailsafe struct {
+	// Active says the primary's Lease can no longer be renewed and it takes writes on the
+	// failsafe: it hears every member.
+	// +optional
+	Active bool `json:"active,omitempty"`
 	// Members are the standbys of its membership: the database's other pods, as the hub last
 	// gave them to it.
 	// +kubebuilder:validation:MaxItems=1024

@@ -74,6 +74,9 @@ const (
 	// ReasonPrimaryUnreachable: a standby does not stream, and its own replication connection to
 	// the primary endpoint fails (the message has the error: refused, timed out, password).
 	ReasonPrimaryUnreachable Reason = "PrimaryUnreachable"
+	// ReasonFailsafe: the primary's Lease can no longer be renewed (the control plane is out of
+	// reach) and it goes on taking writes because it hears every standby of its membership.
+	ReasonFailsafe Reason = "Failsafe"
 	// ReasonWaitingForSilence: the pod is primary at a new epoch without a promotion token (a
 	// failover), and the standby has exchanged something with a primary within
 	// PromotionSilence: it stops following and promotes once it has been silent that long.
@@ -214,6 +217,8 @@ type Rejoin struct {
 
 // Failsafe is what a primary reports of the standbys it must hear from.
 type Failsafe struct {
+	// Active: the Lease can no longer be renewed and the primary takes writes on the failsafe.
+	Active bool `json:"active,omitempty"`
 	// Members are the standbys of its membership (the pod's dbfleet.io/standbys): the pods of the
 	// database the hub last gave it, in its own cluster and others.
 	Members []string `json:"members"`

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/dbfleet/dbfleet/pkg/contract"
-	"github.com/dbfleet/dbfleet/pkg/instance/contact"
+	"github.com/dbfleet/dbfleet/pkg/instance/decide"
 	"github.com/dbfleet/dbfleet/pkg/instance/pgsql"
 )
 
@@ -56,9 +56,14 @@ func (m *Manager) noteUnknown(running contract.Role, end time.Time) {
 	}
 }
 
-// failsafeLocked judges a running primary's hearing of members (the pod's standbys) now.
-func (m *Manager) failsafeLocked(members []string, now time.Time) contact.Judgement {
-	return m.hearing.Judge(members, contract.FailsafeWindow, now)
+// failsafeInputLocked judges a running primary's hearing of members (the pod's standbys) now;
+// nothing is heard while postgres does not run as primary.
+func (m *Manager) failsafeInputLocked(members []string, now time.Time) decide.Failsafe {
+	if m.runningLocked() != contract.RolePrimary {
+		return decide.Failsafe{}
+	}
+	j := m.hearing.Judge(members, contract.FailsafeWindow, now)
+	return decide.Failsafe{Members: j.Members, Unheard: j.Unheard, Until: j.Until}
 }
 
 // silenceLocked is how long this instance has exchanged nothing with any primary.

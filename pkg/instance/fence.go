@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dbfleet/dbfleet/pkg/contract"
+	"github.com/dbfleet/dbfleet/pkg/instance/decide"
 	"github.com/dbfleet/dbfleet/pkg/instance/pgconf"
 )
 
@@ -18,7 +19,12 @@ var errFenced = errors.New("fenced at this epoch")
 // deadline instead: the guard fences at the deadline of the last Lease known, not of the one
 // known when it was armed.
 func (m *Manager) fenceAtDeadline(epoch int64, writableUntil time.Time) {
-	if j := m.judgeLease(epoch); j.Valid {
+	// Read the Lease again first, within the lead the guard left: a renewal the poll has not
+	// fetched yet (a busy machine, a slow API server) is not a lost Lease.
+	ctx, cancel := context.WithTimeout(context.Background(), decide.FenceLead/2)
+	_ = m.obs.Refresh(ctx)
+	cancel()
+	if j := m.judgeWrites(epoch); j.Valid {
 		m.guard.arm(epoch, j)
 		return
 	}

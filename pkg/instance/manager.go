@@ -248,6 +248,7 @@ func (m *Manager) step(ctx context.Context) {
 		Local: decide.Local{HasData: hasData, PromotedEpoch: m.state.PromotedEpoch, FencedEpoch: m.state.FencedEpoch,
 			ActedEpoch: m.acted, Running: m.runningLocked()}}
 	in.Local.PrimarySilence = m.silenceLocked(in.Now)
+	in.Failsafe = m.failsafeInputLocked(snap.Standbys, in.Now)
 	if in.Local.Running == contract.RoleStandby && m.serverAs == contract.RoleStandby {
 		in.Local.ReplayedLSN = m.server.ReplayedLSN
 	}
@@ -315,7 +316,7 @@ func (m *Manager) step(ctx context.Context) {
 	if m.running() == contract.RolePrimary {
 		// Afresh: the action may have taken seconds, and the Lease been renewed meanwhile. An
 		// invalid Lease leaves the guard at its deadline (and the next step fences).
-		if j := m.judgeLease(d.Epoch); j.Valid {
+		if j := m.judgeWrites(d.Epoch); j.Valid {
 			m.guard.arm(d.Epoch, j)
 		}
 	} else {

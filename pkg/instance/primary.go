@@ -162,9 +162,25 @@ func (m *Manager) allowWrites(d decide.Decision) error {
 	return nil
 }
 
-// judgeLease judges the Lease as last read for epoch, now.
+// judgeLease judges the Lease as last read for epoch, now: what lets postgres start writable.
 func (m *Manager) judgeLease(epoch int64) decide.LeaseJudgement {
 	return decide.JudgeLease(m.obs.Snapshot().Lease, decide.Holder(m.opts.Cluster, epoch), time.Now())
+}
+
+// judgeWrites judges what keeps a running primary at epoch writable now: its Lease as last read
+// and, when that is no longer valid, its failsafe (decide.JudgeFailsafe).
+func (m *Manager) judgeWrites(epoch int64) decide.LeaseJudgement {
+	snap := m.obs.Snapshot()
+	holder, now := decide.Holder(m.opts.Cluster, epoch), time.Now()
+	j := decide.JudgeLease(snap.Lease, holder, now)
+	m.mu.Lock()
+	local := decide.Local{Running: m.runningLocked(), PromotedEpoch: m.state.PromotedEpoch, FencedEpoch: m.state.FencedEpoch}
+	fs := m.failsafeInputLocked(snap.Standbys, now)
+	m.mu.Unlock()
+	if decide.RunsAsPrimaryAt(local, snap.Pod, epoch) {
+		j = decide.JudgeFailsafe(j, snap.Lease, holder, fs, now)
+	}
+	return j
 }
 
 // recordPromoted records that this data directory became primary at epoch.

@@ -94,8 +94,8 @@ func (m *Manager) Status() contract.Status {
 	now := time.Now()
 	if running == contract.RolePrimary {
 		st.Synchronous = m.synchronousStatus(snap.Synchronous, st)
-		j := m.failsafeLocked(snap.Standbys, now)
-		st.Failsafe = &contract.Failsafe{Members: j.Members, Unheard: j.Unheard}
+		j := m.failsafeInputLocked(snap.Standbys, now)
+		st.Failsafe = &contract.Failsafe{Active: d.Lease.Failsafe, Members: j.Members, Unheard: j.Unheard}
 		if st.Failsafe.Members == nil {
 			st.Failsafe.Members = []string{}
 		}

@@ -23,9 +23,14 @@ type fenceState struct {
 	// fenced says the share holds the primary and it is fenced.
 	fenced bool
 	// now: this pass fences it. lapsedHere: the agent judged its primary Lease lapsed at this
-	// epoch in an earlier pass.
-	now, lapsedHere bool
+	// epoch in an earlier pass. failsafe: it would have fenced, but the primary takes writes on
+	// its failsafe (onFailsafe).
+	now, lapsedHere, failsafe bool
 }
+
+// failsafeRecheck is how soon a primary the agent did not fence because it is on its failsafe
+// is looked at again.
+const failsafeRecheck = time.Second
 
 // judgeFence reads, from the StatefulSet the member runs, the epoch it runs and the one its
 // primary was fenced at, and fences a primary share whose agent has no fresh hub renewal or whose
@@ -41,6 +46,9 @@ func (r *Reconciler) judgeFence(ctx context.Context, member client.Client, mdb *
 	primary := mdb.Spec.Role == dbfleetv1alpha1.RolePrimary
 	f := fenceState{fencedAt: fencedAt, lapsedHere: share.lapsed == mdb.Spec.Epoch}
 	f.now = primary && fencedAt == 0 && r.Guard != nil && (!r.Guard.Fresh() || f.lapsedHere)
+	if f.now && !f.lapsedHere && r.onFailsafe(ctx, member, mdb) {
+		f.now, f.failsafe = false, true
+	}
 	if f.now {
 		f.fencedAt = mdb.Spec.Epoch
 		log := ctrl.LoggerFrom(ctx)
@@ -57,12 +65,17 @@ func (r *Reconciler) judgeFence(ctx context.Context, member client.Client, mdb *
 // settleFence runs after the share's objects were applied. A live primary whose Lease renewal
 // failed is fenced once the Lease has certainly lapsed (judgeLeaseLapse), and the Fenced message
 // says why; a fence this pass wrote is counted once. It returns when to judge the lapse again.
-func (r *Reconciler) settleFence(ctx context.Context, mdb *dbfleetv1alpha1.MemberDatabase, share *shareState, f *fenceState, pass *passResult) time.Duration {
+func (r *Reconciler) settleFence(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, share *shareState, f *fenceState, pass *passResult) time.Duration {
 	primary := mdb.Spec.Role == dbfleetv1alpha1.RolePrimary
 	var lapseWait time.Duration
 	if primary && !f.fenced && pass.leaseErr != nil && r.Guard != nil {
 		var lapsedNow bool
-		if lapsedNow, lapseWait = r.judgeLeaseLapse(ctx, share, mdb, pass.leaseErr, r.now()); lapsedNow {
+		lapsedNow, lapseWait = r.judgeLeaseLapse(ctx, share, mdb, pass.leaseErr, r.now())
+		if lapsedNow && (f.failsafe || r.onFailsafe(ctx, member, mdb)) {
+			// The Lease lapsed, but the primary has not stopped: it hears every standby.
+			lapsedNow, lapseWait, f.failsafe = false, failsafeRecheck, true
+		}
+		if lapsedNow {
 			f.fenced, f.fencedAt = true, mdb.Spec.Epoch
 			pass.fenceMessage = lapseMessage(mdb.Spec.Epoch, pass.leaseErr)
 		}

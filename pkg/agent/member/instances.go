@@ -105,7 +105,7 @@ func instanceStatus(st contract.Status) dbfleetv1alpha1.InstanceStatus {
 		out.Demoted = &dbfleetv1alpha1.InstanceDemotion{Epoch: d.Epoch, FinalLSN: d.FinalLSN, Timeline: d.Timeline, Message: truncateMessage(d.Message)}
 	}
 	if f := st.Failsafe; f != nil {
-		out.Failsafe = &dbfleetv1alpha1.InstanceFailsafe{Members: f.Members, Unheard: f.Unheard}
+		out.Failsafe = &dbfleetv1alpha1.InstanceFailsafe{Active: f.Active, Members: f.Members, Unheard: f.Unheard}
 	}
 	if s := st.PrimarySilenceSeconds; s != nil && *s >= 0 {
 		out.PrimarySilenceSeconds = ptr.To(*s)

@@ -190,7 +190,7 @@ func TestInstanceStatusCarriesEveryReportedField(t *testing.T) {
 		Rejoin:      &contract.Rejoin{Epoch: 4, Method: contract.RejoinRecloned, DivergedData: "/data/pgdata.diverged-3", Message: "rewind failed"},
 		Diverged:    []string{"/data/pgdata.diverged-3"},
 		Demoted:     &contract.Demotion{Epoch: 3, FinalLSN: "0/30199A8", Timeline: 2, Message: "clean"},
-		Failsafe:    &contract.Failsafe{Members: []string{"orders-5", "orders-6"}, Unheard: []string{"orders-6"}},
+		Failsafe:    &contract.Failsafe{Active: true, Members: []string{"orders-5", "orders-6"}, Unheard: []string{"orders-6"}},
 		// Both sides' fields at once: the conversion does not look at the role.
 		PrimarySilenceSeconds: ptr.To[int64](7),
 		Message:               "all well"}

@@ -205,7 +205,7 @@ func (r *Reconciler) reconcileShare(ctx context.Context, hub client.Client, cl c
 		return ctrl.Result{}, r.writeStatus(ctx, hub, before, mdb)
 	}
 	pass := r.applyShare(ctx, member, cl.GetAPIReader(), mdb, share, f.fencedAt, clusterName)
-	lapseWait := r.settleFence(ctx, mdb, share, &f, &pass)
+	lapseWait := r.settleFence(ctx, member, mdb, share, &f, &pass)
 	applyErr := pass.err()
 	setStatus(mdb, pass, f.fenced)
 	r.announce(before, mdb)
@@ -215,6 +215,9 @@ func (r *Reconciler) reconcileShare(ctx context.Context, hub client.Client, cl c
 	statusErr := r.writeStatus(ctx, hub, before, mdb)
 	livePrimary := mdb.Spec.Role == dbfleetv1alpha1.RolePrimary && !f.fenced && r.Guard != nil
 	next := r.nextPass(mdb, pass, livePrimary, lapseWait)
+	if f.failsafe && next < failsafeRecheck {
+		next = failsafeRecheck // not every 100 ms past the deadline: each look reads the instance
+	}
 	switch err := errors.Join(applyErr, statusErr); {
 	case err != nil && livePrimary:
 		// The primary Lease must be carried forward on time whatever else failed: come back

@@ -117,6 +117,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
 	failoverBefore := meta.FindStatusCondition(s.dbc.Status.Conditions, dbfleetv1alpha1.ConditionFailoverInProgress).DeepCopy()
 	progressingBefore := meta.FindStatusCondition(s.dbc.Status.Conditions, dbfleetv1alpha1.ConditionProgressing).DeepCopy()
+	failsafeBefore := meta.IsStatusConditionTrue(s.dbc.Status.Conditions, dbfleetv1alpha1.ConditionPrimaryFailsafe)
 	// Planned before scheduling for its switchover, again after it for the shares' versions: the
 	// primary may have moved.
 	s.roll = planRollOf(s)
@@ -135,6 +136,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	updateStatus(s)
 	r.recordFailover(s.dbc, failoverBefore)
 	r.recordRoll(s.dbc, progressingBefore)
+	r.recordFailsafe(s.dbc, failsafeBefore)
 	recordReadiness(s.dbc)
 	if propagateErr != nil {
 		return ctrl.Result{}, propagateErr

@@ -112,6 +112,17 @@ func (r *Reconciler) recordFailover(dbc *dbfleetv1alpha1.DatabaseCluster, before
 	// Promoted has its PrimaryChanged Event, EvictionRateLimited its EvictionDelayed one.
 }
 
+// recordFailsafe raises an Event when the primary turns to its failsafe or leaves it.
+func (r *Reconciler) recordFailsafe(dbc *dbfleetv1alpha1.DatabaseCluster, before bool) {
+	c := meta.FindStatusCondition(dbc.Status.Conditions, dbfleetv1alpha1.ConditionPrimaryFailsafe)
+	switch now := c != nil && c.Status == metav1.ConditionTrue; {
+	case now && !before:
+		r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, dbfleetv1alpha1.ReasonFailsafe, "Failsafe", "%s", c.Message)
+	case !now && before:
+		r.Recorder.Eventf(dbc, nil, corev1.EventTypeNormal, dbfleetv1alpha1.ReasonLeaseHeld, "Failsafe", "%s", c.Message)
+	}
+}
+
 // repromoteFencedPrimary hands a fresh epoch to a primary whose agent fenced it (it lost the hub
 // for fenceAfter) while the hub kept it primary: once its cluster is Ready again, the agent stays
 // fenced until it sees a higher epoch, so the hub gives it one. It returns whether it did.

@@ -41,10 +41,9 @@ func silenceGate(old share, current *dbfleetv1alpha1.PrimaryStatus, target share
 	if old.fencedAsPrimary(current) {
 		return "" // it stopped at its epoch and takes no write again before a higher one
 	}
-	members, from := old.membership(current)
-	if !slices.Contains(members, pod) {
-		return fmt.Sprintf("%s/%s is not among the standbys the old primary %s answers to (%s: %s): its silence would not prove the old primary stopped taking writes",
-			to, pod, current.Pod, from, orNone(members))
+	if members, reported := old.membership(current); reported && !slices.Contains(members, pod) {
+		return fmt.Sprintf("%s/%s is not among the standbys the old primary %s last reported it answers to (%s): its silence would not prove the old primary stopped taking writes",
+			to, pod, current.Pod, orNone(members))
 	}
 	in := target.instance(pod)
 	switch {
@@ -68,18 +67,17 @@ func (sh share) fencedAsPrimary(p *dbfleetv1alpha1.PrimaryStatus) bool {
 	return in != nil && in.Role == dbfleetv1alpha1.InstanceFenced && in.PromotedEpoch == p.Epoch
 }
 
-// membership is whom the primary answers to for its failsafe: what it last reported as primary
-// at its epoch, else the standbys the hub gives its share (its pods' list comes from them), and
-// where the list came from.
-func (sh share) membership(p *dbfleetv1alpha1.PrimaryStatus) ([]string, string) {
+// membership is whom the primary answers to for its failsafe, as it last reported running as
+// primary at its epoch; reported is false when it never did (an instance manager from before
+// the failsafe, which has none, or one cut off before its first report). The hub has no list of
+// its own to put in its place: the one it writes into the primary's share is every other pod it
+// places, which any target is.
+func (sh share) membership(p *dbfleetv1alpha1.PrimaryStatus) (members []string, reported bool) {
 	in := sh.instance(p.Pod)
 	if in != nil && in.Role == dbfleetv1alpha1.InstanceRunningPrimary && in.Epoch >= p.Epoch && in.Failsafe != nil {
-		return in.Failsafe.Members, "as it last reported"
+		return in.Failsafe.Members, true
 	}
-	if sh.mdb == nil {
-		return nil, "its share is gone"
-	}
-	return sh.mdb.Spec.Standbys, "as the hub gave them, it never reported its own"
+	return nil, false
 }
 
 func orNone(names []string) string {

@@ -77,6 +77,7 @@ func updateStatus(s *scope) {
 	setProgressingCondition(dbc, sh, s.roll.step)
 	setDegradedCondition(dbc, sh)
 	setFailoverInProgressCondition(dbc, s.failover, sh.primaryReady)
+	setPrimaryFailsafeCondition(dbc, s.shareOn(sh.primaryCluster))
 	dbc.Status.Endpoints = endpointsOf(s, replicationOf(s))
 }
 
@@ -247,4 +248,21 @@ func setFailoverInProgressCondition(dbc *dbfleetv1alpha1.DatabaseCluster, f fail
 		// FailoverComplete, FailoverCanceled or NoFailover, at the current generation.
 		setCondition(dbc, dbfleetv1alpha1.ConditionFailoverInProgress, c.Status, c.Reason, c.Message)
 	}
+}
+
+// setPrimaryFailsafeCondition says whether the primary's instance reports it takes writes on its
+// failsafe, and whom it hears. The report may come late or not at all (its agent is the one cut
+// off): what it says is what was last heard.
+func setPrimaryFailsafeCondition(dbc *dbfleetv1alpha1.DatabaseCluster, primaryShare share) {
+	var in *dbfleetv1alpha1.InstanceStatus
+	if p := dbc.Status.Primary; p != nil {
+		in = primaryShare.instance(p.Pod)
+	}
+	if in == nil || in.Role != dbfleetv1alpha1.InstanceRunningPrimary || in.Failsafe == nil || !in.Failsafe.Active {
+		setCondition(dbc, dbfleetv1alpha1.ConditionPrimaryFailsafe, metav1.ConditionFalse, dbfleetv1alpha1.ReasonLeaseHeld, "the primary takes writes under its Lease")
+		return
+	}
+	setCondition(dbc, dbfleetv1alpha1.ConditionPrimaryFailsafe, metav1.ConditionTrue, dbfleetv1alpha1.ReasonFailsafe, fmt.Sprintf(
+		"the primary %s cannot renew its Lease and takes writes while it hears every standby (%s); it stops should one fall silent, and no standby is promoted while it may write",
+		in.Pod, orNone(in.Failsafe.Members)))
 }

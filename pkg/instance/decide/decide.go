@@ -49,6 +49,8 @@ type Input struct {
 	Pod     Pod
 	Lease   Lease
 	Local   Local
+	// Failsafe is what postgres, running as primary, last heard of its standbys.
+	Failsafe Failsafe
 }
 
 // Action is what the manager should do.
@@ -111,6 +113,9 @@ func Decide(in Input) Decision {
 		epoch = pod.Epoch
 	}
 	lease := JudgeLease(in.Lease, Holder(in.Cluster, epoch), in.Now)
+	if RunsAsPrimaryAt(local, pod, epoch) {
+		lease = JudgeFailsafe(lease, in.Lease, Holder(in.Cluster, epoch), in.Failsafe, in.Now)
+	}
 	d := Decision{Action: ActionNone, Epoch: epoch, Lease: lease, PrimaryEndpoint: pod.PrimaryEndpoint}
 
 	fence := func(reason contract.Reason, msg string) Decision {
@@ -188,6 +193,9 @@ func decidePrimary(d Decision, local Local, epoch int64, promoteAfter string) De
 		return d
 	case local.PromotedEpoch == epoch && local.Running != contract.RoleStandby:
 		d.Action = ActionRunPrimary
+		if lease.Failsafe {
+			d.Reason, d.Message = lease.Reason, lease.Message
+		}
 		return d
 	case local.Running == contract.RoleStopped:
 		// Promoted at an older epoch (or never): come up as a standby, then promote. It follows
@@ -218,6 +226,13 @@ func decidePrimary(d Decision, local Local, epoch int64, promoteAfter string) De
 		d.Action = ActionPromote
 		return d
 	}
+}
+
+// RunsAsPrimaryAt says postgres runs as the primary promoted at epoch and the pod is still the
+// primary at that epoch (as last read): the only case the failsafe may keep writable.
+func RunsAsPrimaryAt(local Local, pod Pod, epoch int64) bool {
+	return local.Running == contract.RolePrimary && local.PromotedEpoch == epoch && local.FencedEpoch < epoch &&
+		pod.Known && pod.Role == contract.PodRolePrimary && pod.Epoch == epoch
 }
 
 func decideStandby(d Decision, local Local, epoch int64) Decision {

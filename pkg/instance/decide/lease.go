@@ -2,6 +2,7 @@ package decide
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dbfleet/dbfleet/pkg/contract"
@@ -34,6 +35,9 @@ type LeaseJudgement struct {
 	WritableUntil time.Time
 	// FenceAt is WritableUntil - FenceLead: when the fast shutdown starts.
 	FenceAt time.Time
+	// Failsafe: the Lease itself is not valid (run out, or from a clock too far ahead) and the
+	// instance may go on writing because it hears every standby of its membership (JudgeFailsafe).
+	Failsafe bool
 	// Reason and Message say why the Lease is not valid.
 	Reason  contract.Reason
 	Message string
@@ -64,4 +68,50 @@ func JudgeLease(l Lease, holder string, now time.Time) LeaseJudgement {
 	}
 	j.Valid = true
 	return j
+}
+
+// Failsafe is what a running primary last heard of its standbys (pkg/instance/contact).
+type Failsafe struct {
+	// Members are the standbys it must hear from; Unheard those it has not heard within
+	// contract.FailsafeWindow.
+	Members, Unheard []string
+	// Until is when the earliest of its hearings gets older than the window (zero while a
+	// member is unheard).
+	Until time.Time
+}
+
+// JudgeFailsafe lets a running primary whose Lease, naming it, can no longer be renewed (it ran
+// out, or a wrong clock made it untrusted) go on taking writes while it hears every standby of
+// its membership: until contract.FenceSafety before the earliest hearing gets older than the
+// window. j is the Lease's own judgement, which it returns when the failsafe does not reach
+// further. It never applies to a Lease that is gone (a demotion releases it) or names another
+// holder (a newer epoch), and the caller applies it only to a primary already running at its
+// epoch: nothing starts writable on it. A standby promoted in a failover waits for silence long
+// enough that this primary has stopped by then (docs/failover.md).
+func JudgeFailsafe(j LeaseJudgement, l Lease, holder string, fs Failsafe, now time.Time) LeaseJudgement {
+	if !l.Exists || l.Holder != holder || fs.Until.IsZero() {
+		return j
+	}
+	until := fs.Until.Add(-contract.FenceSafety)
+	if j.Valid && !until.After(j.WritableUntil) {
+		return j
+	}
+	out := LeaseJudgement{WritableUntil: until, FenceAt: until.Add(-FenceLead)}
+	if !now.Before(out.FenceAt) {
+		return j
+	}
+	out.Valid = true
+	if !j.Valid {
+		out.Failsafe = true
+		out.Reason = contract.ReasonFailsafe
+		out.Message = fmt.Sprintf("%s; taking writes while every standby answers (%s)", j.Message, membersOrNone(fs.Members))
+	}
+	return out
+}
+
+func membersOrNone(members []string) string {
+	if len(members) == 0 {
+		return "it has none"
+	}
+	return strings.Join(members, ", ")
 }

@@ -150,6 +150,10 @@ func (o *Observer) watchNamed(ctx context.Context, kind, name string, poke chan<
 	}
 }
 
+// Refresh reads the Pod and the Lease now, before a decision that must not rest on a poll that
+// is late: the guard's, at a deadline.
+func (o *Observer) Refresh(ctx context.Context) error { return o.read(ctx) }
+
 func (o *Observer) read(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, o.Interval*5)
 	defer cancel()

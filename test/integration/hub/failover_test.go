@@ -521,7 +521,7 @@ func TestFailoverPromotesTheShareFurthestInTheWAL(t *testing.T) {
 	behind, ahead := survivors[0], survivors[1]
 	for cluster, lsn := range map[string]string{old: "0/9000000", behind: "0/5000000", ahead: "0/7000000"} {
 		mdb := f.placedMemberDatabases("orders")[cluster]
-		f.reportInstances(mdb, dbfleetv1alpha1.InstanceStatus{Pod: "orders-x", Role: dbfleetv1alpha1.InstanceRunningStandby,
+		f.reportInstances(mdb, dbfleetv1alpha1.InstanceStatus{Pod: podOn(dbc, cluster), Role: dbfleetv1alpha1.InstanceRunningStandby,
 			ReceivedLSN: lsn, ReplayedLSN: lsn, Ready: true})
 	}
 

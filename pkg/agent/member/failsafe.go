@@ -1,0 +1,48 @@
+package member
+
+import (
+	"context"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/contract"
+	"github.com/dbfleet/dbfleet/pkg/specs"
+)
+
+// onFailsafe says the share's primary instance answers, now, that it takes writes on its failsafe
+// at the share's epoch: its Lease can no longer be renewed, and it hears every standby of its
+// membership. The agent then does not fence it (the pod relabelled fenced would stop it): the
+// instance stops on its own, before a standby may promote, should one fall silent
+// (docs/failover.md, "Failsafe and promotion from silence"). Read afresh, not from the last
+// pass: the instance turns to its failsafe FenceSafety before the agent's own deadline. Any
+// doubt (no answer, another epoch) says no, and the agent fences as before.
+func (r *Reconciler) onFailsafe(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase) bool {
+	if !r.instanceManaged(mdb) {
+		return false
+	}
+	pods := &corev1.PodList{}
+	if err := member.List(ctx, pods, client.InNamespace(mdb.Spec.DatabaseRef.Namespace), client.MatchingLabels(specs.SelectorLabels(mdb))); err != nil {
+		return false
+	}
+	c := r.HTTPClient
+	if c == nil {
+		c = http.DefaultClient
+	}
+	for _, t := range instanceTargets(mdb, pods.Items) {
+		if role, err := specs.PodRole(mdb, t.pod, false); err != nil || role != contract.PodRolePrimary || t.url == "" {
+			continue
+		}
+		in, err := readInstance(ctx, c, t.url, r.now)
+		ok := err == nil && in.Role == dbfleetv1alpha1.InstanceRunningPrimary && in.Epoch == mdb.Spec.Epoch &&
+			in.Failsafe != nil && in.Failsafe.Active
+		if ok {
+			ctrl.LoggerFrom(ctx).V(1).Info("Not fencing: the primary takes writes on its failsafe", "pod", t.pod, "members", in.Failsafe.Members)
+		}
+		return ok
+	}
+	return false
+}
