@@ -11,8 +11,9 @@ import (
 )
 
 // down stops every process of the federation by its pid file, in waves (agents and hub, then the
-// members' controllers, scheduler, kwok and kubelets; then the real nodes' pods, containerds,
-// mounts and network, see teardown.go; then the API servers, then etcd), checks that nothing is
+// members' controllers, scheduler, kwok and kubelets; then the real nodes' pods, containerds and
+// mounts, see teardown.go; then the API servers; then the partitions' rules and chains, see
+// partition.go, and the nodes' network; then etcd), checks that nothing is
 // left, and removes the state directory. When something cannot be stopped or removed the
 // directory is kept, pid files included, and down says what is left.
 func down(d layout.Dir, removeState bool) error {
@@ -40,6 +41,9 @@ func down(d layout.Dir, removeState bool) error {
 			}
 		}
 		if i == networkWave {
+			if err := healAll(d, st); err != nil {
+				return fmt.Errorf("partitions: %w: %s kept", err, rel(string(d)))
+			}
 			if err := removeNetwork(ctx, d, st); err != nil {
 				return fmt.Errorf("real nodes' network: %w: %s kept", err, rel(string(d)))
 			}

@@ -144,7 +144,7 @@ func (f *fed) joinMember(ctx context.Context, m layout.Member) error {
 			// postgres pods run dbfleet-instance from the agent image imported into every node.
 			args = append(args, "--instance-image", agentImage)
 		}
-		r, err := f.launch(layout.Component{Name: layout.Agent(m.Name), Args: args}, port)
+		r, err := f.launch(layout.Component{Name: layout.Agent(m.Name), Args: args, Group: f.agentGroup(m.Name)}, port)
 		if err != nil {
 			return err
 		}

@@ -26,8 +26,8 @@ func killMember(d layout.Dir, member string) error {
 	if err != nil {
 		return err
 	}
-	if !slices.ContainsFunc(st.Members, func(m layout.Member) bool { return m.Name == member }) {
-		return fmt.Errorf("no member %q", member)
+	if _, err := memberIndex(st, member); err != nil {
+		return err
 	}
 	nodes := st.NodesOf(member)
 	components := []string{layout.APIServer(member), layout.ControllerManager(member), layout.Scheduler(member)}

@@ -11,6 +11,8 @@
 //	localfed stop COMPONENT     # e.g. agent-west: a fault to watch
 //	localfed start COMPONENT [ARG...]  # start it again, with the command up used (plus ARGs, this once)
 //	localfed kill MEMBER        # kill a whole member at once (its processes and containers, SIGKILL); start its components again to bring it back
+//	localfed partition MEMBER   # cut a member's pods from the other members' and its agent from the hub (iptables DROP)
+//	localfed heal MEMBER        # remove that partition
 package main
 
 import (
@@ -42,6 +44,11 @@ const usage = `usage: localfed COMMAND [flags]
   kill M   kill member M whole, as a power cut would (SIGKILL to its API server, controller
            manager, scheduler, agent, kubelets, containerds and every container on its nodes);
            prints the components to start again, in order
+  partition M
+           cut member M off, everything kept running: its pods from every other member's
+           pods (both ways) and its agent from the hub API server, by iptables rules that drop
+           the packets; as root
+  heal M   remove member M's partition
 
 Run 'localfed COMMAND -h' for the flags of a command.
 `
@@ -107,6 +114,15 @@ func main() {
 			fail(fmt.Errorf("kill takes one member, e.g. west"))
 		}
 		err = killMember(d, fs.Arg(0))
+	case "partition", "heal":
+		if fs.NArg() != 1 {
+			fail(fmt.Errorf("%s takes one member, e.g. west", cmd))
+		}
+		if cmd == "partition" {
+			err = partitionMember(d, fs.Arg(0))
+		} else {
+			err = healCommand(d, fs.Arg(0))
+		}
 	case "start", "stop":
 		if fs.NArg() < 1 || (cmd == "stop" && fs.NArg() != 1) {
 			fail(fmt.Errorf("%s takes one component, e.g. agent-west (see localfed status)", cmd))

@@ -17,7 +17,8 @@ import (
 	"github.com/dbfleet/dbfleet/internal/process"
 )
 
-// status prints each component, its pid and whether it is alive; it fails when one is not.
+// status prints each component, its pid and whether it is alive, and the members partitioned;
+// it fails when a component is not alive.
 func status(d layout.Dir) error {
 	st, err := d.Load()
 	if err != nil {
@@ -53,6 +54,9 @@ func status(d layout.Dir) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", n, pidText, state, rel(d.LogFile(n)))
 	}
 	_ = w.Flush()
+	if cut := partitionedMembers(d, st.MemberNames()); len(cut) > 0 {
+		fmt.Printf("\npartitioned: %s (bin/localfed heal MEMBER undoes it)\n", strings.Join(cut, ", "))
+	}
 	if down < len(names) {
 		printNodes(d, st)
 	}

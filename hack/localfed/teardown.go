@@ -231,7 +231,8 @@ func tearDownNodes(ctx context.Context, d layout.Dir, st *layout.State) error {
 }
 
 // leftovers lists whatever of the federation still exists besides its files: processes
-// (components and shims), mounts, network namespaces, links and iptables rules.
+// (components and shims), mounts, network namespaces, links, and iptables rules and chains
+// (the network's and the partitions').
 func leftovers(ctx context.Context, d layout.Dir, st *layout.State) []string {
 	var out []string
 	for _, c := range aliveComponents(d) {
@@ -249,6 +250,7 @@ func leftovers(ctx context.Context, d layout.Dir, st *layout.State) []string {
 	for _, ns := range ourNetns(ctx, st) {
 		out = append(out, "network namespace "+ns)
 	}
+	out = append(out, partitionLeftovers(d, st)...)
 	return append(out, networkLeftovers(ctx, d, st)...)
 }
 

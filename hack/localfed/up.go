@@ -237,6 +237,12 @@ func (f *fed) bringUp(ctx context.Context) error {
 		return nil // no agents to join: whoever installs dbfleet joins the members
 	}
 
+	if agentsOwnGroups() {
+		// Before any agent starts, so that every connection of theirs is marked (partition.go).
+		if err := createAgentMarks(ctx, f.dir, len(f.st.Members)); err != nil {
+			return fmt.Errorf("the chain marking the agents' connections: %w", err)
+		}
+	}
 	say("joining the members and starting their agents")
 	steps = nil
 	for _, m := range f.st.Members {

@@ -35,6 +35,10 @@ type Spec struct {
 	Detach bool
 	// Ports are released immediately before the process starts, for it to bind.
 	Ports []*Port
+	// Group, when not 0, is the group id the process runs with (this program's user, no
+	// supplementary groups), so that firewall rules can tell its sockets from others'
+	// (iptables -m owner --gid-owner). Only root may set it.
+	Group int
 }
 
 // Process is a process this program started.
@@ -85,8 +89,11 @@ func Start(spec Spec) (*Process, error) {
 	if len(spec.Env) > 0 {
 		cmd.Env = append(os.Environ(), spec.Env...)
 	}
-	if spec.Detach {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if spec.Detach || spec.Group != 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: spec.Detach}
+	}
+	if spec.Group != 0 {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(os.Geteuid()), Gid: uint32(spec.Group)}
 	}
 	ReleaseAll(spec.Ports)
 	if err := cmd.Start(); err != nil {

@@ -17,8 +17,8 @@ import (
 )
 
 // The children of these tests are this test binary run again with childEnv set: it then plays
-// a small server (serve ADDR), a process that ignores SIGTERM (ignore-term FILE), or one that
-// fails at start (fail). The last argument of each is a marker naming the test's directory.
+// a small server (serve ADDR), a process that ignores SIGTERM (ignore-term FILE), one that
+// fails at start (fail), or one that prints its group ids (groups). The last argument of each is a marker naming the test's directory.
 const childEnv = "DBFLEET_PROCESS_TEST_CHILD"
 
 func TestMain(m *testing.M) {
@@ -51,6 +51,10 @@ func child(args []string) {
 	case "fail":
 		fmt.Println("something broke")
 		os.Exit(3)
+	case "groups":
+		groups, err := os.Getgroups()
+		fmt.Printf("gid %d groups %v %v\n", os.Getgid(), groups, err)
+		os.Exit(0)
 	}
 	os.Exit(2)
 }
@@ -422,3 +426,19 @@ type offered struct{ port int }
 func (offered) Accept() (net.Conn, error) { return nil, errors.New("not a real listener") }
 func (offered) Close() error              { return nil }
 func (o offered) Addr() net.Addr          { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: o.port} }
+
+// TestGroup: a process started with a Group runs with that group id alone, as the same user,
+// which is what a firewall rule matching its sockets' group relies on.
+func TestGroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root may set a process's group")
+	}
+	f := newFixture(t)
+	spec := f.spec("groups", "groups")
+	spec.Group = 46199
+	p := f.start(spec)
+	<-p.Done()
+	if out := p.Output(); !strings.Contains(out, "gid 46199 groups [] <nil>") {
+		t.Errorf("output %q, want gid 46199 and no supplementary groups", out)
+	}
+}

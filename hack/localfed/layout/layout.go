@@ -122,6 +122,9 @@ type Member struct {
 type Component struct {
 	Name string   `json:"name"`
 	Args []string `json:"args"`
+	// Group, when not 0, is the group id it runs with (as root): each agent has one of its own,
+	// which is how `localfed partition` tells the agent's connections to the hub from others'.
+	Group int `json:"group,omitempty"`
 }
 
 // State is state.json.
