@@ -19,6 +19,7 @@ const (
 	EnvRunAs                = "DBFLEET_RUN_AS"
 	EnvSuperuserFromNetwork = "DBFLEET_SUPERUSER_FROM_NETWORK"
 	EnvPollInterval         = "DBFLEET_POLL_INTERVAL"
+	EnvFailsafe             = "DBFLEET_FAILSAFE"
 )
 
 // The keys of a credentials Secret (<db>-superuser, <db>-replication, <db>-app). The hub writes

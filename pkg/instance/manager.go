@@ -248,7 +248,9 @@ func (m *Manager) step(ctx context.Context) {
 		Local: decide.Local{HasData: hasData, PromotedEpoch: m.state.PromotedEpoch, FencedEpoch: m.state.FencedEpoch,
 			ActedEpoch: m.acted, Running: m.runningLocked()}}
 	in.Local.PrimarySilence = m.silenceLocked(in.Now)
-	in.Failsafe = m.failsafeInputLocked(snap.Standbys, in.Now)
+	if m.opts.Failsafe {
+		in.Failsafe = m.failsafeInputLocked(snap.Standbys, in.Now)
+	}
 	if in.Local.Running == contract.RoleStandby && m.serverAs == contract.RoleStandby {
 		in.Local.ReplayedLSN = m.server.ReplayedLSN
 	}

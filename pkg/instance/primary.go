@@ -177,7 +177,7 @@ func (m *Manager) judgeWrites(epoch int64) decide.LeaseJudgement {
 	local := decide.Local{Running: m.runningLocked(), PromotedEpoch: m.state.PromotedEpoch, FencedEpoch: m.state.FencedEpoch}
 	fs := m.failsafeInputLocked(snap.Standbys, now)
 	m.mu.Unlock()
-	if decide.RunsAsPrimaryAt(local, snap.Pod, epoch) {
+	if m.opts.Failsafe && decide.RunsAsPrimaryAt(local, snap.Pod, epoch) {
 		j = decide.JudgeFailsafe(j, snap.Lease, holder, fs, now)
 	}
 	return j

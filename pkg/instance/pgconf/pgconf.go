@@ -89,6 +89,12 @@ func Write(dir string, s Settings, a Auth, owner *Owner) error {
 		// 1 s). The cost is a failed connection attempt, and a log line, every 250 ms while the
 		// primary is unreachable.
 		{"wal_retrieve_retry_interval", "'250ms'"},
+		// A standby whose primary vanished (its node lost, its network cut: no reset arrives)
+		// notices within 5 s, not 60: its silence, which a failover waits for, starts only
+		// once its walreceiver is gone. A live primary writes every 500 ms (the manager's
+		// write check) and the standby pings it after 2.5 s without data, so only a primary
+		// stalled that long costs a reconnection.
+		{"wal_receiver_timeout", "'5s'"},
 		{"logging_collector", "off"},
 		{"log_destination", "'stderr'"},
 	} {

@@ -114,6 +114,8 @@ type proc struct {
 	volume                  string
 	kubeconfig              string
 	secrets                 [3]string
+	// args are added to the command line (--failsafe, say).
+	args []string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -204,6 +206,7 @@ func (p *proc) start(t *testing.T) {
 		"--http-port", strconv.Itoa(p.httpPort), "--postgres-port", strconv.Itoa(p.pgPort), "--listen-addresses", "127.0.0.1",
 		"--superuser-secret-dir", p.secrets[0], "--replication-secret-dir", p.secrets[1], "--app-secret-dir", p.secrets[2],
 		"--run-as", "postgres", "--poll-interval", "200ms")
+	cmd.Args = append(cmd.Args, p.args...)
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
