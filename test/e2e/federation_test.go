@@ -321,6 +321,32 @@ func (f *federation) partition(t *testing.T, member string) {
 	t.Cleanup(f.proxies[member].Heal)
 }
 
+// partitionForReal cuts member off with localfed's iptables rules (its pods from every other
+// member's pods, both ways, and its agent from the hub) and its agent's link through the test's
+// proxy as well; heal, or the test's end, removes both.
+func (f *federation) partitionForReal(t *testing.T, member string) (heal func(t *testing.T)) {
+	t.Helper()
+	var out bytes.Buffer
+	if err := f.localfed(&out, "partition", member); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	f.proxies[member].Partition()
+	healed := false
+	heal = func(t *testing.T) {
+		if healed {
+			return
+		}
+		healed = true
+		f.proxies[member].Heal()
+		var out bytes.Buffer
+		if err := f.localfed(&out, "heal", member); err != nil {
+			t.Errorf("%v\n%s", err, out.String())
+		}
+	}
+	t.Cleanup(func() { heal(t) })
+	return heal
+}
+
 // membersExcept lists the members but those given.
 func membersExcept(skip ...string) []string {
 	return slices.DeleteFunc(slices.Clone(members), func(m string) bool { return slices.Contains(skip, m) })

@@ -34,6 +34,8 @@ import (
 //   - APIServerStoppedRequired: its API server stopped (the agent, the kubelet and the instances
 //     run on but see nothing); the same replication.
 //   - FrozenAgentAsync: the agent frozen, asynchronous replication.
+//   - PartitionedRequired: its pods cut from the other members' pods, both ways, and its agent
+//     from the hub, by iptables rules (localfed partition); required replication.
 //   - SwitchoverRequired: no fault, a planned switchover (the first preferred cluster changed) under
 //     required replication: the old primary hands its final LSN to the new one.
 //   - AgentClockAheadRequired: its agent restarted with its clock an hour ahead; the primary
@@ -91,6 +93,12 @@ func TestFailoverUnderWrites(t *testing.T) {
 	cutOff := func(member string) (inject, heal func(t *testing.T)) {
 		return func(t *testing.T) { fed.partition(t, member) }, func(*testing.T) { fed.proxies[member].Heal() }
 	}
+	// partitioned cuts the member off for real: its pods from every other member's pods and its
+	// agent from the hub, by iptables rules (localfed partition); heal removes them.
+	partitioned := func(member string) (inject, heal func(t *testing.T)) {
+		var healFn func(t *testing.T)
+		return func(t *testing.T) { healFn = fed.partitionForReal(t, member) }, func(t *testing.T) { healFn(t) }
+	}
 	// clockAhead restarts the member's agent with its clock an hour ahead of its pods': every
 	// primary Lease it renews says a renewTime an hour in the instances' future, which they
 	// refuse (ClockSkew); heal restarts it on the system's clock.
@@ -140,6 +148,7 @@ func TestFailoverUnderWrites(t *testing.T) {
 		{"AgentCutOffRequired", "cutoff-required", "east", required, cutOff, "agent cut off the hub; it, its pods and its API server run on"},
 		{"APIServerStoppedRequired", "apiserver-required", "west", required, stopAPIServer, "API server stopped; its agent, kubelet and pods run on"},
 		{"FrozenAgentAsync", "frozen-async", "east", nil, freeze, "agent frozen (SIGSTOP), asynchronous replication"},
+		{"PartitionedRequired", "partitioned-required", "central", required, partitioned, "partitioned: its pods cut from the other members' pods and its agent from the hub (iptables)"},
 		{"MemberKilledRequired", "killed-required", "east", required, kill, "the whole member killed (API server, agent, kubelet, containerd and every container: SIGKILL)"},
 		{"LaggingStandbyRequired", "lagging-required", "west", required, lagThenFreeze("lagging-required"), "a standby lagging by many megabytes (replay paused, 64 MB written), then the agent frozen (SIGSTOP)"},
 		{"SwitchoverRequired", "switchover-required", "central", required, switchTo("switchover-required", "west"), "switchover to west asked (spec.primary.preferredClusters)"},

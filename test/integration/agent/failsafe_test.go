@@ -1,0 +1,74 @@
+package agent
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/agent/fence"
+	"github.com/dbfleet/dbfleet/pkg/contract"
+	"github.com/dbfleet/dbfleet/pkg/specs"
+)
+
+// An agent that loses the hub does not fence a primary whose instance answers, at the agent's
+// deadline, that it takes writes on its failsafe (it hears every standby): relabelling the pod
+// fenced would stop the very writes the failsafe keeps going. The share reports the failsafe.
+// Once the instance says it is no longer on it, the agent fences as before.
+func TestAgentDoesNotFenceAPrimaryOnItsFailsafe(t *testing.T) {
+	const fenceAfter = 15 * time.Second
+	clock := clocktesting.NewFakeClock(time.Now())
+	guard := fence.NewGuard(clock, fenceAfter)
+	guard.Renewed(clock.Now())
+	startAgentWithImage(t, hub.Config, east.Config, guard, "example.com/dbfleet/agent:test")
+
+	s := newShare(t, 2, 0, dbfleetv1alpha1.RolePrimary)
+	sts := s.waitSTS("StatefulSet", func(*appsv1.StatefulSet) bool { return true })
+	status := func(active bool) string {
+		return fmt.Sprintf(`{"pod":"%s-0","role":"primary","epoch":1,"promotedEpoch":1,"ready":true,"failsafe":{"active":%t,"members":["%s-1"]}}`, s.db, active, s.db)
+	}
+	primary := newInstanceServer(t, status(false))
+	standby := newInstanceServer(t, fmt.Sprintf(`{"pod":"%s-1","role":"standby","epoch":1,"ready":true,"streaming":true,"primarySilenceSeconds":0}`, s.db))
+	s.runInstancePod(sts, 0, primary)
+	s.runInstancePod(sts, 1, standby)
+	s.eventually("primary labelled", func() bool { return s.podRole(s.db+"-0") == contract.PodRolePrimary })
+
+	// The hub goes silent; the instance's Lease runs out and it turns to its failsafe.
+	primary.set(status(true))
+	clock.Step(fenceAfter + time.Second)
+	s.touch(nil)
+	got := s.waitMDB("the failsafe reported", func(m *dbfleetv1alpha1.MemberDatabase) bool {
+		for _, in := range m.Status.Instances {
+			if in.Pod == s.db+"-0" && in.Failsafe != nil && in.Failsafe.Active && m.Labels["touched"] != "" {
+				return true
+			}
+		}
+		return false
+	})
+	// Several passes, each of which would have fenced.
+	for range 3 {
+		s.touch(nil)
+		s.waitMDB("touched again", func(m *dbfleetv1alpha1.MemberDatabase) bool { return m.ResourceVersion != got.ResourceVersion })
+	}
+	cur := &appsv1.StatefulSet{}
+	if err := east.Client.Get(s.ctx, client.ObjectKeyFromObject(sts), cur); err != nil {
+		t.Fatal(err)
+	}
+	if role := s.podRole(s.db + "-0"); role != contract.PodRolePrimary || cur.Annotations[specs.AnnotationFencedEpoch] != "" ||
+		condition(got, dbfleetv1alpha1.ConditionFenced, metav1.ConditionTrue) {
+		t.Fatalf("a primary on its failsafe was fenced: pod role %s, fenced epoch %q", role, cur.Annotations[specs.AnnotationFencedEpoch])
+	}
+
+	// One of its standbys fell silent: the instance is no longer on its failsafe. The agent fences.
+	primary.set(status(false))
+	s.touch(nil)
+	s.eventually("fenced", func() bool {
+		_ = east.Client.Get(s.ctx, client.ObjectKeyFromObject(sts), cur)
+		return s.podRole(s.db+"-0") == contract.PodRoleFenced && cur.Annotations[specs.AnnotationFencedEpoch] == "1"
+	})
+}
