@@ -61,13 +61,19 @@ func (h *Heartbeat) Start(ctx context.Context) error {
 	reports := make(chan struct{})
 	go func() {
 		defer close(reports)
-		h.every(ctx, func() {
+		h.every(ctx, nil, func() {
 			if err := h.Report(ctx); err != nil {
 				log.Error(err, "Reporting the cluster status failed")
 			}
 		})
 	}()
-	h.every(ctx, func() {
+	// A renewal out of turn is asked for by a share being promoted whose last renewal is old
+	// (member's awaitFreshRenewal): its first Lease should have most of fenceAfter to run.
+	var wanted <-chan struct{}
+	if h.Guard != nil {
+		wanted = h.Guard.RenewalRequests()
+	}
+	h.every(ctx, wanted, func() {
 		if err := h.Renew(ctx); err != nil {
 			log.Error(err, "Renewing the hub lease failed")
 		}
@@ -76,8 +82,9 @@ func (h *Heartbeat) Start(ctx context.Context) error {
 	return nil
 }
 
-// every runs f now and then every Interval until ctx ends; a tick missed while f runs is dropped.
-func (h *Heartbeat) every(ctx context.Context, f func()) {
+// every runs f now and then every Interval, or at once when wake receives, until ctx ends; a tick
+// missed while f runs is dropped.
+func (h *Heartbeat) every(ctx context.Context, wake <-chan struct{}, f func()) {
 	ticker := h.Clock.NewTicker(h.Interval)
 	defer ticker.Stop()
 	for {
@@ -86,6 +93,7 @@ func (h *Heartbeat) every(ctx context.Context, f func()) {
 		case <-ctx.Done():
 			return
 		case <-ticker.C():
+		case <-wake:
 		}
 	}
 }

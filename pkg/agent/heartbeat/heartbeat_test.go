@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/agent/fence"
 	"github.com/dbfleet/dbfleet/pkg/scheme"
 )
 
@@ -281,5 +282,54 @@ func TestFractionalTimingsAreReportedRoundedUp(t *testing.T) {
 	}
 	if a := report.Status.Agent; a == nil || a.FenceAfterSeconds != 2 || a.HeartbeatIntervalSeconds != 1 {
 		t.Errorf("reported agent settings %+v, want fenceAfter 2 s and heartbeat 1 s", a)
+	}
+}
+
+// A renewal asked for out of turn (a share being promoted whose last renewal is old) runs at
+// once, not at the next tick.
+func TestARequestedRenewalRunsAtOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := scheme.New()
+	var renewals atomic.Int32
+	count := func(obj client.Object, err error) {
+		if _, ok := obj.(*coordinationv1.Lease); ok && err == nil {
+			renewals.Add(1)
+		}
+	}
+	hub := fake.NewClientBuilder().WithScheme(s).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			err := c.Create(ctx, obj, opts...)
+			count(obj, err)
+			return err
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			err := c.Update(ctx, obj, opts...)
+			count(obj, err)
+			return err
+		},
+	}).Build()
+	clock := clocktesting.NewFakeClock(time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)) // never stepped: no tick
+	guard := fence.NewGuard(clock, 15*time.Second)
+	hb := &Heartbeat{
+		Cluster: "east", Hub: hub, Member: fake.NewClientBuilder().WithScheme(s).Build(), MemberDiscovery: fixedVersion{},
+		Interval: 5 * time.Second, FenceAfter: 15 * time.Second, AgentVersion: "test", Clock: clock, Guard: guard,
+	}
+	stopped := make(chan error)
+	go func() { stopped <- hb.Start(ctx) }()
+	for want := int32(1); want <= 3; want++ {
+		if want > 1 {
+			guard.RequestRenewal()
+		}
+		err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			return renewals.Load() >= want, nil
+		})
+		if err != nil {
+			t.Fatalf("renewal %d did not happen (%d renewals)", want, renewals.Load())
+		}
+	}
+	cancel()
+	if err := <-stopped; err != nil {
+		t.Errorf("Start() = %v", err)
 	}
 }

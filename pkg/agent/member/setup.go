@@ -32,6 +32,12 @@ func Setup(mgr mcmanager.Manager, guard *fence.Guard, opts controller.TypedOptio
 	if opts.NewQueue == nil {
 		opts.NewQueue = queue.New[mcreconcile.Request](mgr.GetLocalManager().GetLogger())
 	}
+	if guard != nil {
+		// The agent's live primaries' Leases follow each hub renewal apart from the passes.
+		if err := mgr.GetLocalManager().Add(renewer{r: r}); err != nil {
+			return err
+		}
+	}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named(Name).
 		WithOptions(opts).
