@@ -6,6 +6,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 
@@ -92,5 +95,17 @@ func TestNextPass(t *testing.T) {
 		if got := (&Reconciler{}).nextPass(mdb, tc.pass, false, tc.lapseWait); got != tc.want {
 			t.Errorf("%s: next pass in %s, want %s", tc.name, got, tc.want)
 		}
+	}
+}
+
+// The manager's reconcile deadline reaches the member reconciler, which multicluster-runtime's
+// builder does not see to. A deadline given for the reconciler itself wins.
+func TestWithManagerDefaults(t *testing.T) {
+	global := config.Controller{ReconciliationTimeout: time.Minute}
+	if got := withManagerDefaults(controller.TypedOptions[mcreconcile.Request]{}, global); got.ReconciliationTimeout != time.Minute {
+		t.Errorf("from the manager: deadline %s, want 1m", got.ReconciliationTimeout)
+	}
+	if got := withManagerDefaults(controller.TypedOptions[mcreconcile.Request]{ReconciliationTimeout: time.Second}, global); got.ReconciliationTimeout != time.Second {
+		t.Errorf("given: deadline %s, want 1s", got.ReconciliationTimeout)
 	}
 }

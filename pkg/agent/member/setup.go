@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -29,6 +30,7 @@ const Name = "memberdatabase"
 // guard is the agent's hub-lease freshness, nil in the hub; instanceImage is --instance-image.
 func Setup(mgr mcmanager.Manager, guard *fence.Guard, opts controller.TypedOptions[mcreconcile.Request], instanceImage string) error {
 	r := &Reconciler{Manager: mgr, Guard: guard, Recorder: mgr.GetLocalManager().GetEventRecorder("dbfleet-agent"), InstanceImage: instanceImage}
+	opts = withManagerDefaults(opts, mgr.GetControllerOptions())
 	if opts.NewQueue == nil {
 		opts.NewQueue = queue.New[mcreconcile.Request](mgr.GetLocalManager().GetLogger())
 	}
@@ -52,6 +54,16 @@ func Setup(mgr mcmanager.Manager, guard *fence.Guard, opts controller.TypedOptio
 		// A LoadBalancer Service getting its address changes the share's endpoint.
 		Watches(&corev1.Service{}, shareOf, mcbuilder.WithEngageWithLocalCluster(false), mcbuilder.WithEngageWithProviderClusters(true)).
 		Complete(r)
+}
+
+// withManagerDefaults fills in what opts leave unset from the manager's controller options, as
+// controller-runtime's builder does. multicluster-runtime's builder takes only the cache sync
+// timeout from them, so the reconcile deadline the manager sets would not reach this reconciler.
+func withManagerDefaults(opts controller.TypedOptions[mcreconcile.Request], global config.Controller) controller.TypedOptions[mcreconcile.Request] {
+	if opts.ReconciliationTimeout == 0 {
+		opts.ReconciliationTimeout = global.ReconciliationTimeout
+	}
+	return opts
 }
 
 func memberDatabaseToCluster(_ context.Context, obj client.Object) []mcreconcile.Request {
