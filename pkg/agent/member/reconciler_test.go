@@ -98,14 +98,17 @@ func TestNextPass(t *testing.T) {
 	}
 }
 
-// The manager's reconcile deadline reaches the member reconciler, which multicluster-runtime's
-// builder does not see to. A deadline given for the reconciler itself wins.
+// The manager's controller options reach the member reconciler, which multicluster-runtime's
+// builder does not see to: --concurrent-reconciles and the reconcile deadline. Options given
+// for the reconciler itself win.
 func TestWithManagerDefaults(t *testing.T) {
-	global := config.Controller{ReconciliationTimeout: time.Minute}
-	if got := withManagerDefaults(controller.TypedOptions[mcreconcile.Request]{}, global); got.ReconciliationTimeout != time.Minute {
-		t.Errorf("from the manager: deadline %s, want 1m", got.ReconciliationTimeout)
+	global := config.Controller{MaxConcurrentReconciles: 4, ReconciliationTimeout: time.Minute}
+	got := withManagerDefaults(controller.TypedOptions[mcreconcile.Request]{}, global)
+	if got.MaxConcurrentReconciles != 4 || got.ReconciliationTimeout != time.Minute {
+		t.Errorf("from the manager: %d workers, deadline %s; want 4, 1m", got.MaxConcurrentReconciles, got.ReconciliationTimeout)
 	}
-	if got := withManagerDefaults(controller.TypedOptions[mcreconcile.Request]{ReconciliationTimeout: time.Second}, global); got.ReconciliationTimeout != time.Second {
-		t.Errorf("given: deadline %s, want 1s", got.ReconciliationTimeout)
+	got = withManagerDefaults(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: 2, ReconciliationTimeout: time.Second}, global)
+	if got.MaxConcurrentReconciles != 2 || got.ReconciliationTimeout != time.Second {
+		t.Errorf("given: %d workers, deadline %s; want 2, 1s", got.MaxConcurrentReconciles, got.ReconciliationTimeout)
 	}
 }

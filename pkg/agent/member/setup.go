@@ -58,8 +58,13 @@ func Setup(mgr mcmanager.Manager, guard *fence.Guard, opts controller.TypedOptio
 
 // withManagerDefaults fills in what opts leave unset from the manager's controller options, as
 // controller-runtime's builder does. multicluster-runtime's builder takes only the cache sync
-// timeout from them, so the reconcile deadline the manager sets would not reach this reconciler.
+// timeout from them (and a concurrency per kind, for a controller built For one, which this is
+// not): the agent's --concurrent-reconciles reached its manager, and the member reconciler ran
+// one worker whatever it said; nor did a reconcile deadline reach it.
 func withManagerDefaults(opts controller.TypedOptions[mcreconcile.Request], global config.Controller) controller.TypedOptions[mcreconcile.Request] {
+	if opts.MaxConcurrentReconciles == 0 {
+		opts.MaxConcurrentReconciles = global.MaxConcurrentReconciles
+	}
 	if opts.ReconciliationTimeout == 0 {
 		opts.ReconciliationTimeout = global.ReconciliationTimeout
 	}
