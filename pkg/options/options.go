@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
@@ -61,6 +62,23 @@ const (
 	// behind some 30 of them (apply → StatefulSet p99 2.95 s on an idle fleet,
 	// docs/performance.md). One share is still never reconciled twice at once.
 	AgentConcurrentReconciles = 4
+)
+
+// Bounds on how long the hub's and the agent's requests may wait. kube-apiserver itself gives up
+// on a request after a minute (its --request-timeout default), throttled ones included, so a
+// client still waiting then is waiting on a connection that died without a word (HTTP/2 health
+// checks notice that only after about 45 s, HTTP/1.1 never).
+const (
+	// RequestTimeout is the rest.Config.Timeout of a client that never watches (the hub
+	// commands' clients). A config that also serves informers never gets one: client-go puts it
+	// on the http.Client, whose timeout covers reading the whole body, so it would cut every
+	// watch at that age.
+	RequestTimeout = time.Minute
+	// ReconcileTimeout is the deadline of each reconcile of the hub's and the agent's controllers
+	// (config.Controller.ReconciliationTimeout), and so of every request a reconcile makes
+	// through the manager's clients, whose config serves the informers too. A healthy pass takes
+	// well under a second; one that has waited this long is retried rather than hold its worker.
+	ReconcileTimeout = time.Minute
 )
 
 // NewManager returns the defaults: metrics on :8080, probes on :8081, production logging.

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/dbfleet/dbfleet/pkg/agent"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
+	"github.com/dbfleet/dbfleet/pkg/agent/heartbeat"
 	"github.com/dbfleet/dbfleet/pkg/options"
 	"github.com/dbfleet/dbfleet/pkg/scheme"
 )
@@ -148,8 +148,9 @@ func (o *agentOptions) managerOptions(s *runtime.Scheme) ctrl.Options {
 		Metrics:                metricsserver.Options{BindAddress: o.manager.MetricsBindAddress},
 		HealthProbeBindAddress: o.manager.HealthProbeBindAddress,
 		PprofBindAddress:       o.manager.PprofBindAddress,
-		Controller:             config.Controller{MaxConcurrentReconciles: o.manager.ConcurrentReconciles},
-		Cache:                  agent.HubCache(o.clusterName),
+		Controller: config.Controller{MaxConcurrentReconciles: o.manager.ConcurrentReconciles,
+			ReconciliationTimeout: options.ReconcileTimeout},
+		Cache: agent.HubCache(o.clusterName),
 	}
 }
 
@@ -190,11 +191,12 @@ func run(ctx context.Context, o *agentOptions) error {
 	if err := local.Add(memberCluster); err != nil {
 		return err
 	}
+	// The heartbeat's client: it never watches, and bounds each renewal and report itself.
 	hubClient, err := client.New(hubCfg, client.Options{Scheme: runtimeScheme})
 	if err != nil {
 		return err
 	}
-	disco, err := discovery.NewDiscoveryClientForConfig(memberCfg)
+	disco, err := heartbeat.NewMemberDiscovery(memberCfg, o.heartbeatInterval)
 	if err != nil {
 		return err
 	}

@@ -64,6 +64,9 @@ func TestAgentFlagsReachTheManager(t *testing.T) {
 	if mo.Controller.MaxConcurrentReconciles != 7 {
 		t.Errorf("MaxConcurrentReconciles = %d, want 7 from --concurrent-reconciles", mo.Controller.MaxConcurrentReconciles)
 	}
+	if mo.Controller.ReconciliationTimeout != options.ReconcileTimeout {
+		t.Errorf("ReconciliationTimeout = %s, want %s: a pass waiting on a dead connection would hold its worker", mo.Controller.ReconciliationTimeout, options.ReconcileTimeout)
+	}
 	if mo.PprofBindAddress != "127.0.0.1:6061" {
 		t.Errorf("PprofBindAddress = %q, want 127.0.0.1:6061 from --pprof-bind-address", mo.PprofBindAddress)
 	}

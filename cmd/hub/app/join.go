@@ -14,6 +14,7 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/join"
+	"github.com/dbfleet/dbfleet/pkg/options"
 )
 
 // hubAccess are the flags that reach the hub as an admin.
@@ -27,6 +28,14 @@ func (h *hubAccess) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&h.context, "context", "", "context of the kubeconfig to use (default its current context)")
 }
 
+// directConfig is cfg for a client that never watches, with a timeout on each request: a
+// command must not hang on a hub connection that died.
+func directConfig(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = options.RequestTimeout
+	return cfg
+}
+
 func (h *hubAccess) client() (client.Client, *rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = h.kubeconfig
@@ -34,7 +43,7 @@ func (h *hubAccess) client() (client.Client, *rest.Config, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("load the hub admin kubeconfig: %w", err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: join.Scheme})
+	c, err := client.New(directConfig(cfg), client.Options{Scheme: join.Scheme})
 	if err != nil {
 		return nil, nil, fmt.Errorf("client for the hub: %w", err)
 	}

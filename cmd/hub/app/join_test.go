@@ -5,6 +5,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/dbfleet/dbfleet/pkg/options"
 )
 
 func runHub(t *testing.T, args ...string) (string, error) {
@@ -84,5 +88,17 @@ func TestUnjoinFlagValidation(t *testing.T) {
 	}
 	if _, err := runHub(t, "unjoin", "east", "--force", "--kubeconfig", noHub); err == nil || !strings.Contains(err.Error(), "load the hub admin kubeconfig") {
 		t.Errorf("unjoin east: %v, want the missing kubeconfig reported", err)
+	}
+}
+
+// The commands' own hub clients never watch, so each request gets the timeout; the config the
+// caller keeps (the hub endpoint join prints) is left as it was.
+func TestDirectConfigBoundsEachRequest(t *testing.T) {
+	cfg := &rest.Config{Host: "https://hub.example.com:6443"}
+	if got := directConfig(cfg); got.Timeout != options.RequestTimeout || got.Host != cfg.Host {
+		t.Errorf("directConfig: timeout %s, host %s; want %s, %s", got.Timeout, got.Host, options.RequestTimeout, cfg.Host)
+	}
+	if cfg.Timeout != 0 {
+		t.Error("directConfig changed the config it was given")
 	}
 }

@@ -64,7 +64,7 @@ Exit status: 0 when every DatabaseCluster is schedulable, 1 otherwise (or on bad
 				if err != nil {
 					return fmt.Errorf("load --kubeconfig: %w", err)
 				}
-				c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+				c, err := client.New(directConfig(cfg), client.Options{Scheme: scheme.New()})
 				if err != nil {
 					return err
 				}

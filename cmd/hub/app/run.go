@@ -184,6 +184,12 @@ var agentLeases = func() labels.Selector {
 	return labels.NewSelector().Add(*req)
 }()
 
+// controllerOptions are what every hub controller runs with (the push controller takes them
+// through member.Setup): --concurrent-reconciles, and a deadline on each reconcile.
+func (o *runOptions) controllerOptions() config.Controller {
+	return config.Controller{MaxConcurrentReconciles: o.manager.ConcurrentReconciles, ReconciliationTimeout: options.ReconcileTimeout}
+}
+
 func run(ctx context.Context, o *runOptions) error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.manager.Zap)))
 	log := ctrl.Log.WithName("hub")
@@ -193,7 +199,7 @@ func run(ctx context.Context, o *runOptions) error {
 		return err
 	}
 	if o.leaderElect {
-		c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+		c, err := client.New(directConfig(cfg), client.Options{Scheme: scheme.New()})
 		if err != nil {
 			return fmt.Errorf("hub client: %w", err)
 		}
@@ -218,7 +224,7 @@ func run(ctx context.Context, o *runOptions) error {
 		Metrics:                       metricsserver.Options{BindAddress: o.manager.MetricsBindAddress},
 		HealthProbeBindAddress:        o.manager.HealthProbeBindAddress,
 		PprofBindAddress:              o.manager.PprofBindAddress,
-		Controller:                    config.Controller{MaxConcurrentReconciles: o.manager.ConcurrentReconciles},
+		Controller:                    o.controllerOptions(),
 		LeaderElection:                o.leaderElect,
 		LeaderElectionNamespace:       o.leaderElectionNamespace,
 		LeaderElectionID:              o.leaderElectionID,

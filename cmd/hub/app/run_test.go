@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dbfleet/dbfleet/pkg/options"
 )
 
 func TestRunFlagValidation(t *testing.T) {
@@ -36,5 +38,14 @@ func TestRunFlagValidation(t *testing.T) {
 	o.leaderElect, o.leaderElectionNamespace = false, ""
 	if err := o.validate(); err != nil {
 		t.Errorf("leader election settings checked although --leader-elect=false: %v", err)
+	}
+}
+
+// Every hub controller runs --concurrent-reconciles workers and gives each reconcile a deadline.
+func TestRunControllerOptions(t *testing.T) {
+	o := newRunOptions()
+	got := o.controllerOptions()
+	if got.MaxConcurrentReconciles != options.HubConcurrentReconciles || got.ReconciliationTimeout != options.ReconcileTimeout {
+		t.Errorf("controller options %+v, want %d workers and a %s deadline", got, options.HubConcurrentReconciles, options.ReconcileTimeout)
 	}
 }

@@ -1,6 +1,7 @@
 package fence
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -43,5 +44,57 @@ func TestGuardFreshUntilFenceAfterFromTheLastRenewalStart(t *testing.T) {
 	}
 	if g.FenceAfter() != fenceAfter {
 		t.Errorf("FenceAfter() = %s", g.FenceAfter())
+	}
+}
+
+// Each renewal that moves the deadline wakes every waiter, once; an older one wakes nobody.
+func TestGuardWakesWaitersOnEachRenewal(t *testing.T) {
+	clock := clocktesting.NewFakeClock(time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC))
+	g := NewGuard(clock, 15*time.Second)
+	first, second := g.NextRenewal(), g.NextRenewal()
+	g.Renewed(clock.Now())
+	for i, ch := range []<-chan struct{}{first, second} {
+		select {
+		case <-ch:
+		default:
+			t.Errorf("waiter %d not woken by a renewal", i)
+		}
+	}
+	next := g.NextRenewal()
+	g.Renewed(clock.Now().Add(-time.Second))
+	select {
+	case <-next:
+		t.Error("an older renewal woke a waiter")
+	default:
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if g.RenewedAfter(ctx, g.LastRenewStart()) {
+		t.Error("RenewedAfter reported a renewal that never came")
+	}
+	if !g.RenewedAfter(context.Background(), clock.Now().Add(-time.Second)) {
+		t.Error("RenewedAfter missed a renewal already made")
+	}
+	done := make(chan bool)
+	since := g.LastRenewStart()
+	go func() { done <- g.RenewedAfter(context.Background(), since) }()
+	clock.Step(time.Second)
+	g.Renewed(clock.Now())
+	if !<-done {
+		t.Error("RenewedAfter did not see the renewal it waited for")
+	}
+}
+
+// Requests for a renewal out of turn never block and add up to one.
+func TestGuardRenewalRequestsCoalesce(t *testing.T) {
+	g := NewGuard(clocktesting.NewFakeClock(time.Now()), 15*time.Second)
+	g.RequestRenewal()
+	g.RequestRenewal()
+	<-g.RenewalRequests()
+	select {
+	case <-g.RenewalRequests():
+		t.Error("two requests made two renewals")
+	default:
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -31,6 +32,7 @@ type Heartbeat struct {
 	// Member reads the member's Nodes and Pods (a cache is fine).
 	Member client.Reader
 	// MemberDiscovery asks the member API server for its version, which doubles as a health check.
+	// Its call takes no context: build it with NewMemberDiscovery, which bounds it.
 	MemberDiscovery discovery.ServerVersionInterface
 	Interval        time.Duration
 	FenceAfter      time.Duration
@@ -61,13 +63,19 @@ func (h *Heartbeat) Start(ctx context.Context) error {
 	reports := make(chan struct{})
 	go func() {
 		defer close(reports)
-		h.every(ctx, func() {
+		h.every(ctx, nil, func() {
 			if err := h.Report(ctx); err != nil {
 				log.Error(err, "Reporting the cluster status failed")
 			}
 		})
 	}()
-	h.every(ctx, func() {
+	// A renewal out of turn is asked for by a share being promoted whose last renewal is old
+	// (member's awaitFreshRenewal): its first Lease should have most of fenceAfter to run.
+	var wanted <-chan struct{}
+	if h.Guard != nil {
+		wanted = h.Guard.RenewalRequests()
+	}
+	h.every(ctx, wanted, func() {
 		if err := h.Renew(ctx); err != nil {
 			log.Error(err, "Renewing the hub lease failed")
 		}
@@ -76,8 +84,9 @@ func (h *Heartbeat) Start(ctx context.Context) error {
 	return nil
 }
 
-// every runs f now and then every Interval until ctx ends; a tick missed while f runs is dropped.
-func (h *Heartbeat) every(ctx context.Context, f func()) {
+// every runs f now and then every Interval, or at once when wake receives, until ctx ends; a tick
+// missed while f runs is dropped.
+func (h *Heartbeat) every(ctx context.Context, wake <-chan struct{}, f func()) {
 	ticker := h.Clock.NewTicker(h.Interval)
 	defer ticker.Stop()
 	for {
@@ -86,9 +95,26 @@ func (h *Heartbeat) every(ctx context.Context, f func()) {
 		case <-ctx.Done():
 			return
 		case <-ticker.C():
+		case <-wake:
 		}
 	}
 }
+
+// NewMemberDiscovery returns the client the heartbeat asks for the member's version, on its own
+// copy of the member's config with a timeout: ServerVersion takes no context, and without one a
+// member API server that stopped answering (rather than refusing) would hold the report loop
+// forever and leave the cluster reported healthy. The timeout is a heartbeat interval, so the
+// probe is over before the next report is due, and never under 5 s, what the hub allows a Push
+// member's API server at the default grace period: a member slower than that is reported
+// unhealthy. The config is never used for watches, which a client timeout would cut.
+func NewMemberDiscovery(member *rest.Config, interval time.Duration) (*discovery.DiscoveryClient, error) {
+	cfg := rest.CopyConfig(member)
+	cfg.Timeout = max(interval, minVersionTimeout)
+	return discovery.NewDiscoveryClientForConfig(cfg)
+}
+
+// minVersionTimeout is the least time NewMemberDiscovery gives the member API server to answer.
+const minVersionTimeout = 5 * time.Second
 
 // NeedLeaderElection is false: the agent runs one replica per member cluster.
 func (h *Heartbeat) NeedLeaderElection() bool { return false }
@@ -102,9 +128,15 @@ func (h *Heartbeat) Beat(ctx context.Context) error {
 }
 
 // Renew renews the hub Lease and tells the Guard. Safe to run concurrently with Report.
+//
+// One renewal may take at most fenceAfter: freshness counts from its start, so one that ends
+// later can no longer keep the agent fresh, and waiting longer (on a connection that died
+// without a word, say) would only hold back the next one, the agent's only way back.
 func (h *Heartbeat) Renew(ctx context.Context) error {
 	start := h.Clock.Now() // freshness counts from the start of the request, never its end
-	err := h.renewLease(ctx)
+	rctx, cancel := context.WithTimeout(ctx, h.FenceAfter)
+	defer cancel()
+	err := h.renewLease(rctx)
 	renewalSeconds.Observe(h.Clock.Since(start).Seconds())
 	if err != nil {
 		renewals.WithLabelValues("error").Inc()
@@ -118,9 +150,16 @@ func (h *Heartbeat) Renew(ctx context.Context) error {
 	return nil
 }
 
+// reportTimeout bounds one report: the hub API server itself gives up on a request after a
+// minute (kube-apiserver's --request-timeout default), throttled writes included, so a report
+// still waiting then waits on a connection that died, and holds back the next one.
+const reportTimeout = time.Minute
+
 // Report writes the cluster's MemberClusterReport when it changed. Safe to run concurrently
 // with Renew.
 func (h *Heartbeat) Report(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, reportTimeout)
+	defer cancel()
 	if err := h.report(ctx); err != nil {
 		h.known = nil // after a failure, trust no copy: the next beat reads the report again
 		return err

@@ -14,12 +14,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/agent/fence"
 	"github.com/dbfleet/dbfleet/pkg/scheme"
 )
 
@@ -281,5 +283,102 @@ func TestFractionalTimingsAreReportedRoundedUp(t *testing.T) {
 	}
 	if a := report.Status.Agent; a == nil || a.FenceAfterSeconds != 2 || a.HeartbeatIntervalSeconds != 1 {
 		t.Errorf("reported agent settings %+v, want fenceAfter 2 s and heartbeat 1 s", a)
+	}
+}
+
+// A renewal asked for out of turn (a share being promoted whose last renewal is old) runs at
+// once, not at the next tick.
+func TestARequestedRenewalRunsAtOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := scheme.New()
+	var renewals atomic.Int32
+	count := func(obj client.Object, err error) {
+		if _, ok := obj.(*coordinationv1.Lease); ok && err == nil {
+			renewals.Add(1)
+		}
+	}
+	hub := fake.NewClientBuilder().WithScheme(s).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			err := c.Create(ctx, obj, opts...)
+			count(obj, err)
+			return err
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			err := c.Update(ctx, obj, opts...)
+			count(obj, err)
+			return err
+		},
+	}).Build()
+	clock := clocktesting.NewFakeClock(time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)) // never stepped: no tick
+	guard := fence.NewGuard(clock, 15*time.Second)
+	hb := &Heartbeat{
+		Cluster: "east", Hub: hub, Member: fake.NewClientBuilder().WithScheme(s).Build(), MemberDiscovery: fixedVersion{},
+		Interval: 5 * time.Second, FenceAfter: 15 * time.Second, AgentVersion: "test", Clock: clock, Guard: guard,
+	}
+	stopped := make(chan error)
+	go func() { stopped <- hb.Start(ctx) }()
+	for want := int32(1); want <= 3; want++ {
+		if want > 1 {
+			guard.RequestRenewal()
+		}
+		err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			return renewals.Load() >= want, nil
+		})
+		if err != nil {
+			t.Fatalf("renewal %d did not happen (%d renewals)", want, renewals.Load())
+		}
+	}
+	cancel()
+	if err := <-stopped; err != nil {
+		t.Errorf("Start() = %v", err)
+	}
+}
+
+// A renewal the hub never answers is given up at fenceAfter, when it could no longer keep the
+// agent fresh, so that the next one can start.
+func TestARenewalThatHangsEndsAtFenceAfter(t *testing.T) {
+	s := scheme.New()
+	hub := fake.NewClientBuilder().WithScheme(s).WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(ctx context.Context, _ client.WithWatch, _ client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
+			<-ctx.Done() // a connection that died without a word
+			return ctx.Err()
+		},
+	}).Build()
+	const fenceAfter = 300 * time.Millisecond
+	hb := &Heartbeat{
+		Cluster: "east", Hub: hub, Member: fake.NewClientBuilder().WithScheme(s).Build(), MemberDiscovery: fixedVersion{},
+		Interval: 100 * time.Millisecond, FenceAfter: fenceAfter, AgentVersion: "test", Clock: clocktesting.NewFakeClock(time.Now()),
+	}
+	began := time.Now()
+	err := hb.Renew(context.Background())
+	if took := time.Since(began); err == nil || took < fenceAfter || took > 5*time.Second {
+		t.Errorf("a renewal the hub never answers returned %v after %s, want an error after fenceAfter (%s)", err, took, fenceAfter)
+	}
+}
+
+// The member's version is asked with a timeout of its own (the call takes no context), never
+// under 5 s, and longer with a longer heartbeat.
+func TestMemberDiscoveryHasATimeout(t *testing.T) {
+	for _, tc := range []struct{ interval, want time.Duration }{
+		{time.Second, 5 * time.Second},
+		{5 * time.Second, 5 * time.Second},
+		{20 * time.Second, 20 * time.Second},
+	} {
+		cfg := &rest.Config{Host: "https://127.0.0.1:1"}
+		disco, err := NewMemberDiscovery(cfg, tc.interval)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, ok := disco.RESTClient().(*rest.RESTClient)
+		if !ok || rc.Client == nil {
+			t.Fatalf("discovery REST client %T has no HTTP client", disco.RESTClient())
+		}
+		if rc.Client.Timeout != tc.want {
+			t.Errorf("interval %s: discovery client timeout %v, want %s", tc.interval, rc.Client.Timeout, tc.want)
+		}
+		if cfg.Timeout != 0 {
+			t.Error("NewMemberDiscovery changed the member config it was given (its watches would be cut)")
+		}
 	}
 }

@@ -73,8 +73,9 @@ func (p *passResult) err() error { return errors.Join(p.errs...) }
 // Objects the agent did not create are never touched.
 // live reads the member API server directly, for what the agent reads rarely and may not be
 // allowed to (an agent installed before it needed StorageClasses): a cached read would wait for
-// an informer that cannot start, and hold up every other share.
-func (r *Reconciler) applyShare(ctx context.Context, member client.Client, live client.Reader, mdb *dbfleetv1alpha1.MemberDatabase, share *shareState, fencedAt int64, cluster string) passResult {
+// an informer that cannot start, and hold up every other share. hub reads the hub's
+// MemberDatabases (the renewer checks the share's role and epoch there between passes).
+func (r *Reconciler) applyShare(ctx context.Context, hub client.Reader, member client.Client, live client.Reader, mdb *dbfleetv1alpha1.MemberDatabase, share *shareState, fencedAt int64, cluster string) passResult {
 	p := passResult{atEpoch: true}
 	fail := func(epoch bool, err error) {
 		if err == nil {
@@ -116,7 +117,7 @@ func (r *Reconciler) applyShare(ctx context.Context, member client.Client, live 
 	}
 	switch {
 	case primary && !fenced && r.Guard != nil:
-		p.leaseErr = r.renewPrimaryLease(ctx, member, mdb, share, cluster)
+		p.leaseErr = r.renewPrimaryLease(ctx, hub, member, mdb, share, cluster)
 		fail(true, p.leaseErr)
 	case !primary:
 		// Demoted: give up the primary Lease before reporting the new epoch, which is what the

@@ -10,8 +10,9 @@
 //
 // Its parts: reconciler.go (Reconcile and the full pass), fencing.go (where the share's primary
 // stands: the agent's hub lease, a lapse), primarylease.go (the member-local primary Lease: the
-// renewal-only pass, when to renew, when it has certainly lapsed), sharestate.go (what the agent
-// remembers of a share between passes), apply.go, status.go, instances.go (the instances'
+// renewal-only pass, when to renew, when it has certainly lapsed, and what it and the renewer
+// share), renewer.go (each hub renewal carried into the live primaries' Leases at once, apart from
+// the passes), sharestate.go (what the agent remembers of a share between passes), apply.go, status.go, instances.go (the instances'
 // /status), endpoints.go, storage.go, cleanup.go.
 //
 // It only ever touches objects carrying its managed-by label: anything else with the same name is

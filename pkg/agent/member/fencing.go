@@ -69,15 +69,16 @@ func (r *Reconciler) settleFence(ctx context.Context, member client.Client, mdb 
 	primary := mdb.Spec.Role == dbfleetv1alpha1.RolePrimary
 	var lapseWait time.Duration
 	if primary && !f.fenced && pass.leaseErr != nil && r.Guard != nil {
-		var lapsedNow bool
-		lapsedNow, lapseWait = r.judgeLeaseLapse(ctx, share, mdb, pass.leaseErr, r.now())
-		if lapsedNow && (f.failsafe || r.onFailsafe(ctx, member, mdb)) {
-			// The Lease lapsed, but the primary has not stopped: it hears every standby.
-			lapsedNow, lapseWait, f.failsafe = false, failsafeRecheck, true
-		}
-		if lapsedNow {
-			f.fenced, f.fencedAt = true, mdb.Spec.Epoch
-			pass.fenceMessage = lapseMessage(mdb.Spec.Epoch, pass.leaseErr)
+		if f.failsafe || (r.leaseLapsed(share, mdb.Spec.Epoch, r.now()) && r.onFailsafe(ctx, member, mdb)) {
+			// The Lease lapsed, but the primary has not stopped: it hears every standby. Asked
+			// before judgeLeaseLapse, which would record the lapse for good.
+			lapseWait, f.failsafe = failsafeRecheck, true
+		} else {
+			var lapsedNow bool
+			if lapsedNow, lapseWait = r.judgeLeaseLapse(ctx, share, mdb, pass.leaseErr, r.now()); lapsedNow {
+				f.fenced, f.fencedAt = true, mdb.Spec.Epoch
+				pass.fenceMessage = lapseMessage(mdb.Spec.Epoch, pass.leaseErr)
+			}
 		}
 	} else if f.lapsedHere && f.fenced {
 		pass.fenceMessage = lapseMessage(mdb.Spec.Epoch, errors.New("the member API server did not answer"))

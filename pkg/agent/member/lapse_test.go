@@ -28,12 +28,12 @@ func TestJudgeLeaseLapse(t *testing.T) {
 	if lapsed, wait := r.judgeLeaseLapse(ctx, share, mdb, refused, start.Add(time.Hour)); lapsed || wait != 0 {
 		t.Errorf("no renewal tried at the epoch: lapsed %t, wait %s; want neither (an earlier agent may have renewed)", lapsed, wait)
 	}
-	share.leaseTried = leaseTry{epoch: 2, renewed: start}
+	share.lease.tried = leaseTry{epoch: 2, renewed: start}
 	if lapsed, _ := r.judgeLeaseLapse(ctx, share, mdb, refused, start.Add(time.Hour)); lapsed {
 		t.Error("a renewal tried at an older epoch counted")
 	}
 	renewed := start.Add(10 * time.Second)
-	share.leaseTried = leaseTry{epoch: 3, renewed: renewed}
+	share.lease.tried = leaseTry{epoch: 3, renewed: renewed}
 	lapse := renewed.Add(8*time.Second + contract.MaxClockSkew) // the Lease lasts whole seconds, rounded down
 	if lapsed, wait := r.judgeLeaseLapse(ctx, share, mdb, refused, lapse.Add(-time.Millisecond)); lapsed || wait != time.Millisecond {
 		t.Errorf("just before the lapse: lapsed %t, wait %s; want not yet, 1ms", lapsed, wait)

@@ -3,9 +3,11 @@ package member
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,7 +27,7 @@ const fullPassEvery = time.Minute
 // and carries the last hub renewal into the primary Lease, and applies nothing. A share re-applied
 // its four objects every fenceAfter/5 before, which at 30 primaries was 40 member API requests a
 // second for no change. It reports whether it handled the pass.
-func (r *Reconciler) renewOnly(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, share *shareState, cluster string) (ctrl.Result, bool) {
+func (r *Reconciler) renewOnly(ctx context.Context, hub client.Reader, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, share *shareState, cluster string) (ctrl.Result, bool) {
 	if r.Guard == nil || mdb.Spec.Role != dbfleetv1alpha1.RolePrimary || !r.Guard.Fresh() || r.instanceManaged(mdb) {
 		return ctrl.Result{}, false
 	}
@@ -45,7 +47,7 @@ func (r *Reconciler) renewOnly(ctx context.Context, member client.Client, mdb *d
 	if problems, err := labelPods(ctx, member, mdb, false); err != nil || len(problems) > 0 {
 		return ctrl.Result{}, false
 	}
-	if err := r.renewPrimaryLease(ctx, member, mdb, share, cluster); err != nil {
+	if err := r.renewPrimaryLease(ctx, hub, member, mdb, share, cluster); err != nil {
 		return ctrl.Result{}, false
 	}
 	return ctrl.Result{RequeueAfter: r.nextLook(true)}, true
@@ -90,35 +92,161 @@ func lookAfter(until, fenceAfter, renewEvery time.Duration) time.Duration {
 	return max(next, 100*time.Millisecond)
 }
 
+// primaryLease is what the agent knows of one share's primary Lease, and the one part of a
+// share's record that two goroutines use: the share's reconcile, on each pass of a live primary,
+// and the renewer, right after each successful hub renewal. mu serialises them and is held
+// across each write, which is what makes the renewer safe beside the passes:
+//
+//   - A pass that finds the share no longer a live primary here (it fences it, sees it demoted
+//     or at a stale epoch, judges its Lease lapsed, or the share goes) calls stop before it
+//     writes any of that. stop takes mu, so it waits out a renewer write in flight, and clears
+//     live, so that no renewer write starts after it: the fence label, the fenced-epoch
+//     annotation, the release of the Lease and the report that follow are never overtaken by a
+//     renewal.
+//   - The renewer writes only what the last pass would write again: the start of the last hub
+//     renewal, for the holder and epoch that pass found live, and only while the agent has
+//     stayed fresh since (until), the Lease has not lapsed (tried), and the hub's MemberDatabase,
+//     as the agent's cache has it, still asks for a primary at that epoch. It never changes the
+//     holder and never revives a Lease that ran out: that is the pass's to judge.
+//   - tried counts the renewals both of them tried, so judgeLeaseLapse judges from every
+//     renewal that may have landed.
+type primaryLease struct {
+	mu sync.Mutex
+	// live is the share as its last pass found it, a live primary whose Lease the renewer may
+	// renew; nil when it is not one, or no pass has said so since the agent started.
+	live *liveLease
+	// until is the fence deadline when the share was last found or kept live: a hub renewal that
+	// started at or after it came after a time when the agent was not fresh, which the share's
+	// pass (the one that fences) must judge before any renewal reaches the Lease again.
+	until time.Time
+	// tried is the latest renewal this agent tried to write into the Lease (epoch 0: none): a
+	// write that seemed to fail may have landed, so this is the latest the Lease can say.
+	tried leaseTry
+	// written is the latest renewal the member API server took (epoch 0: none).
+	written leaseTry
+}
+
+// liveLease is what the renewer needs to renew a live primary's Lease between its passes.
+type liveLease struct {
+	// hub reads the share's MemberDatabase (the agent's cache of the hub); member writes the Lease.
+	hub                   client.Reader
+	member                client.Client
+	mdb                   types.NamespacedName
+	namespace, db, holder string
+	epoch                 int64
+	labels                map[string]string
+}
+
+// stop ends the renewer's writes to the share's Lease, waiting for one in flight.
+func (l *primaryLease) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.live = nil
+}
+
 // renewPrimaryLease carries the last successful hub renewal into the share's member-local primary
-// Lease, once the agent has renewed at all since it started.
-func (r *Reconciler) renewPrimaryLease(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, share *shareState, cluster string) error {
-	renewed := r.Guard.LastRenewStart()
-	if renewed.IsZero() {
-		return nil
+// Lease, once the agent has renewed at all since it started, and hands the share to the renewer,
+// which carries each later renewal into it as soon as it succeeds.
+func (r *Reconciler) renewPrimaryLease(ctx context.Context, hub client.Reader, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, share *shareState, cluster string) error {
+	l := &share.lease
+	r.awaitFreshRenewal(ctx, l, mdb.Spec.Epoch)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.live = &liveLease{
+		hub: hub, member: member, mdb: client.ObjectKeyFromObject(mdb),
+		namespace: mdb.Spec.DatabaseRef.Namespace, db: mdb.Spec.DatabaseRef.Name, holder: contract.Holder(cluster, mdb.Spec.Epoch),
+		epoch: mdb.Spec.Epoch, labels: specs.ObjectLabels(mdb),
 	}
-	err := fence.RenewPrimaryLease(ctx, member, mdb.Spec.DatabaseRef.Namespace, mdb.Spec.DatabaseRef.Name,
-		contract.Holder(cluster, mdb.Spec.Epoch), renewed, r.Guard.FenceAfter(), specs.ObjectLabels(mdb))
+	// The pass found the agent fresh (judgeFence, renewOnly); past this deadline it has not been,
+	// whatever renewals follow, until a pass says so again.
+	l.until = r.Guard.Deadline()
+	return r.carry(ctx, l)
+}
+
+// carry writes the last successful hub renewal into the Lease l.live names, unless the Lease
+// already carries it, and records the try. l.mu is held.
+func (r *Reconciler) carry(ctx context.Context, l *primaryLease) error {
+	t := l.live
+	renewed := r.Guard.LastRenewStart()
+	if renewed.IsZero() || (l.written.epoch == t.epoch && !renewed.After(l.written.renewed)) {
+		return nil // nothing to carry yet, or carried already: by the renewer, or the last pass
+	}
+	// A write that takes longer than the Lease lasts carries a renewal that has run out by the
+	// time it lands: give up then, and leave mu to a pass that may be waiting to fence.
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(fence.SecondsDown(r.Guard.FenceAfter()))*time.Second)
+	defer cancel()
+	err := fence.RenewPrimaryLease(ctx, t.member, t.namespace, t.db, t.holder, renewed, r.Guard.FenceAfter(), t.labels)
 	// Recorded unless the write certainly never reached the API server (connection refused): a
 	// write that failed otherwise (a timeout) may have landed, and the Lease may say renewed.
-	if tried := share.leaseTried; !utilnet.IsConnectionRefused(err) && (tried.epoch != mdb.Spec.Epoch || renewed.After(tried.renewed)) {
-		share.leaseTried = leaseTry{epoch: mdb.Spec.Epoch, renewed: renewed}
+	if tried := l.tried; !utilnet.IsConnectionRefused(err) && (tried.epoch != t.epoch || renewed.After(tried.renewed)) {
+		l.tried = leaseTry{epoch: t.epoch, renewed: renewed}
+	}
+	if err == nil {
+		l.written = leaseTry{epoch: t.epoch, renewed: renewed}
 	}
 	return err
 }
 
+// awaitFreshRenewal makes the first Lease the share gets at epoch (a promotion, or the first pass
+// after the agent started) carry a recent hub renewal. Its instance promotes on that Lease, and
+// stops writing fenceSafety before it runs out: a Lease that starts with little of fenceAfter
+// left (the renewal it would carry failed or was slow, and the last one that succeeded is nearly
+// fenceAfter old) would have the new primary promote, then fence itself before the next renewal
+// reaches it; it stays fenced until the hub hands out yet another epoch. So when the last renewal
+// is older than firstLeaseMaxAge, the agent asks the heartbeat for one now and waits for it, as
+// long again at most (a worker is held meanwhile; promotions are rare). Without one by then, the
+// Lease carries the last renewal, which is still the agent's own deadline.
+func (r *Reconciler) awaitFreshRenewal(ctx context.Context, l *primaryLease, epoch int64) {
+	l.mu.Lock()
+	first := l.written.epoch != epoch
+	l.mu.Unlock()
+	last := r.Guard.LastRenewStart()
+	maxAge := firstLeaseMaxAge(r.Guard.FenceAfter(), r.Guard.RenewInterval())
+	if !first || last.IsZero() || r.Guard.Now().Sub(last) <= maxAge {
+		return
+	}
+	r.Guard.RequestRenewal()
+	wctx, cancel := context.WithTimeout(ctx, maxAge)
+	defer cancel()
+	if !r.Guard.RenewedAfter(wctx, last) {
+		ctrl.LoggerFrom(ctx).Info("No fresh hub renewal for the share's first primary Lease at its epoch; it carries the last one",
+			"epoch", epoch, "lastRenewal", last, "waited", maxAge)
+	}
+}
+
+// firstLeaseMaxAge is how old a renewal the first Lease at an epoch may carry: a heartbeat
+// interval, by when the next renewal is due (so an older one means that renewal failed or is
+// late), and never more than a third of fenceAfter, so the new primary starts with at least two
+// thirds of it.
+func firstLeaseMaxAge(fenceAfter, renewEvery time.Duration) time.Duration {
+	age := fenceAfter / 3
+	if renewEvery > 0 && renewEvery < age {
+		age = renewEvery
+	}
+	return age
+}
+
 // primaryLeaseLapse is when the share's primary Lease at epoch has certainly run out for its
-// instances, by this agent's record of the renewals it tried: the latest (a write that failed
-// but may have landed counts), plus the Lease's duration, plus the clock skew the instances allow
-// between their clock and the agent's (they fence fenceSafety before that, on their own
-// clock). ok is false when this agent tried no renewal at that epoch: an earlier agent process
-// may have, and it cannot tell when.
-func (r *Reconciler) primaryLeaseLapse(share *shareState, epoch int64) (lapse time.Time, ok bool) {
-	tried := share.leaseTried
+// instances, by tried, this agent's record of the renewals it tried: the latest (a write that
+// failed but may have landed counts), plus the Lease's duration, plus the clock skew the
+// instances allow between their clock and the agent's (they fence fenceSafety before that, on
+// their own clock). ok is false when this agent tried no renewal at that epoch: an earlier agent
+// process may have, and it cannot tell when.
+func primaryLeaseLapse(tried leaseTry, epoch int64, fenceAfter time.Duration) (lapse time.Time, ok bool) {
 	if tried.epoch != epoch {
 		return time.Time{}, false
 	}
-	return tried.renewed.Add(time.Duration(fence.SecondsDown(r.Guard.FenceAfter()))*time.Second + contract.MaxClockSkew), true
+	return tried.renewed.Add(time.Duration(fence.SecondsDown(fenceAfter))*time.Second + contract.MaxClockSkew), true
+}
+
+// leaseLapsed says the share's primary Lease at epoch has certainly run out by now, by this
+// agent's record of the renewals it tried (primaryLeaseLapse); it records nothing.
+func (r *Reconciler) leaseLapsed(share *shareState, epoch int64, now time.Time) bool {
+	share.lease.mu.Lock()
+	tried := share.lease.tried
+	share.lease.mu.Unlock()
+	lapse, ok := primaryLeaseLapse(tried, epoch, r.Guard.FenceAfter())
+	return ok && !now.Before(lapse)
 }
 
 // judgeLeaseLapse runs after a live primary share's pass whose primary Lease renewal failed (the
@@ -129,13 +257,20 @@ func (r *Reconciler) primaryLeaseLapse(share *shareState, epoch int64) (lapse ti
 // PrimaryLeaseLapsed), which lets the hub promote another cluster at once. It returns whether it
 // did, and otherwise when to look again.
 func (r *Reconciler) judgeLeaseLapse(ctx context.Context, share *shareState, mdb *dbfleetv1alpha1.MemberDatabase, renewErr error, now time.Time) (bool, time.Duration) {
-	lapse, ok := r.primaryLeaseLapse(share, mdb.Spec.Epoch)
+	share.lease.mu.Lock()
+	tried := share.lease.tried
+	share.lease.mu.Unlock()
+	lapse, ok := primaryLeaseLapse(tried, mdb.Spec.Epoch, r.Guard.FenceAfter())
 	if !ok {
 		return false, 0
 	}
 	if wait := lapse.Sub(now); wait > 0 {
 		return false, wait
 	}
+	// Fenced from here on at this epoch: the renewer must not reach the Lease again (it would not,
+	// for a lapsed Lease, but a fence never rests on one rule alone), and stop waits out a write
+	// in flight before the Fenced report goes out.
+	share.lease.stop()
 	if share.lapsed != mdb.Spec.Epoch {
 		share.lapsed = mdb.Spec.Epoch
 		ctrl.LoggerFrom(ctx).Error(renewErr, "The primary Lease could not be renewed and has lapsed: the primary has stopped taking writes; fencing the share",

@@ -167,7 +167,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 		return ctrl.Result{}, err
 	}
 	share := r.shares.get(key)
-	if res, ok := r.renewOnly(ctx, cl.GetClient(), mdb, share, req.ClusterName); ok {
+	if res, ok := r.renewOnly(ctx, hub, cl.GetClient(), mdb, share, req.ClusterName); ok {
 		return res, nil
 	}
 	share.lastPass = nil
@@ -199,12 +199,18 @@ func (r *Reconciler) reconcileShare(ctx context.Context, hub client.Client, cl c
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	livePrimary := mdb.Spec.Role == dbfleetv1alpha1.RolePrimary && !f.fenced && r.Guard != nil && running <= mdb.Spec.Epoch
+	if !livePrimary {
+		// Before anything of a fence, a demotion or a stale epoch is written: from here on the
+		// renewer renews nothing of the share's, and no renewal of its is still in flight.
+		share.lease.stop()
+	}
 	if running > mdb.Spec.Epoch {
 		// A stale epoch is never acted on: this member already runs a newer one.
 		setStale(mdb, running)
 		return ctrl.Result{}, r.writeStatus(ctx, hub, before, mdb)
 	}
-	pass := r.applyShare(ctx, member, cl.GetAPIReader(), mdb, share, f.fencedAt, clusterName)
+	pass := r.applyShare(ctx, hub, member, cl.GetAPIReader(), mdb, share, f.fencedAt, clusterName)
 	lapseWait := r.settleFence(ctx, member, mdb, share, &f, &pass)
 	applyErr := pass.err()
 	setStatus(mdb, pass, f.fenced)
@@ -213,7 +219,7 @@ func (r *Reconciler) reconcileShare(ctx context.Context, hub client.Client, cl c
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	statusErr := r.writeStatus(ctx, hub, before, mdb)
-	livePrimary := mdb.Spec.Role == dbfleetv1alpha1.RolePrimary && !f.fenced && r.Guard != nil
+	livePrimary = livePrimary && !f.fenced // settleFence may have fenced it for a lapse
 	next := r.nextPass(mdb, pass, livePrimary, lapseWait)
 	if f.failsafe && next < failsafeRecheck {
 		next = failsafeRecheck // not every 100 ms past the deadline: each look reads the instance

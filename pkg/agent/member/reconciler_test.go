@@ -6,6 +6,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 
@@ -92,5 +95,20 @@ func TestNextPass(t *testing.T) {
 		if got := (&Reconciler{}).nextPass(mdb, tc.pass, false, tc.lapseWait); got != tc.want {
 			t.Errorf("%s: next pass in %s, want %s", tc.name, got, tc.want)
 		}
+	}
+}
+
+// The manager's controller options reach the member reconciler, which multicluster-runtime's
+// builder does not see to: --concurrent-reconciles and the reconcile deadline. Options given
+// for the reconciler itself win.
+func TestWithManagerDefaults(t *testing.T) {
+	global := config.Controller{MaxConcurrentReconciles: 4, ReconciliationTimeout: time.Minute}
+	got := withManagerDefaults(controller.TypedOptions[mcreconcile.Request]{}, global)
+	if got.MaxConcurrentReconciles != 4 || got.ReconciliationTimeout != time.Minute {
+		t.Errorf("from the manager: %d workers, deadline %s; want 4, 1m", got.MaxConcurrentReconciles, got.ReconciliationTimeout)
+	}
+	got = withManagerDefaults(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: 2, ReconciliationTimeout: time.Second}, global)
+	if got.MaxConcurrentReconciles != 2 || got.ReconciliationTimeout != time.Second {
+		t.Errorf("given: %d workers, deadline %s; want 2, 1s", got.MaxConcurrentReconciles, got.ReconciliationTimeout)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -29,8 +30,15 @@ const Name = "memberdatabase"
 // guard is the agent's hub-lease freshness, nil in the hub; instanceImage is --instance-image.
 func Setup(mgr mcmanager.Manager, guard *fence.Guard, opts controller.TypedOptions[mcreconcile.Request], instanceImage string) error {
 	r := &Reconciler{Manager: mgr, Guard: guard, Recorder: mgr.GetLocalManager().GetEventRecorder("dbfleet-agent"), InstanceImage: instanceImage}
+	opts = withManagerDefaults(opts, mgr.GetControllerOptions())
 	if opts.NewQueue == nil {
 		opts.NewQueue = queue.New[mcreconcile.Request](mgr.GetLocalManager().GetLogger())
+	}
+	if guard != nil {
+		// The agent's live primaries' Leases follow each hub renewal apart from the passes.
+		if err := mgr.GetLocalManager().Add(renewer{r: r}); err != nil {
+			return err
+		}
 	}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named(Name).
@@ -46,6 +54,21 @@ func Setup(mgr mcmanager.Manager, guard *fence.Guard, opts controller.TypedOptio
 		// A LoadBalancer Service getting its address changes the share's endpoint.
 		Watches(&corev1.Service{}, shareOf, mcbuilder.WithEngageWithLocalCluster(false), mcbuilder.WithEngageWithProviderClusters(true)).
 		Complete(r)
+}
+
+// withManagerDefaults fills in what opts leave unset from the manager's controller options, as
+// controller-runtime's builder does. multicluster-runtime's builder takes only the cache sync
+// timeout from them (and a concurrency per kind, for a controller built For one, which this is
+// not): the agent's --concurrent-reconciles reached its manager, and the member reconciler ran
+// one worker whatever it said; nor did a reconcile deadline reach it.
+func withManagerDefaults(opts controller.TypedOptions[mcreconcile.Request], global config.Controller) controller.TypedOptions[mcreconcile.Request] {
+	if opts.MaxConcurrentReconciles == 0 {
+		opts.MaxConcurrentReconciles = global.MaxConcurrentReconciles
+	}
+	if opts.ReconciliationTimeout == 0 {
+		opts.ReconciliationTimeout = global.ReconciliationTimeout
+	}
+	return opts
 }
 
 func memberDatabaseToCluster(_ context.Context, obj client.Object) []mcreconcile.Request {

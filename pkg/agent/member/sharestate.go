@@ -19,7 +19,8 @@ type shareKey struct {
 //
 // A record is read and written only by the reconcile of its share, and controller-runtime never
 // reconciles one request in two workers at once (ownwrites.Tracker relies on the same), so its
-// fields need no lock; shareStates' mutex guards which records exist.
+// fields need no lock; shareStates' mutex guards which records exist. The one exception is lease,
+// which the renewer shares with the reconcile under lease's own lock (see primaryLease).
 type shareState struct {
 	// lastPass is what the last full pass of the share, a live primary, saw and left (nil:
 	// none to go on), so that the passes which only carry hub renewals into the primary Lease
@@ -29,10 +30,9 @@ type shareState struct {
 	// the fence may still read the StatefulSet from a cache without the fenced epoch, and fence
 	// again; the metric counts that fence once.
 	fenceCounted int64
-	// leaseTried is the latest renewal this agent tried to write into the share's primary Lease
-	// (epoch 0: none): a write that seemed to fail may have landed, so this is the latest the
-	// Lease can say.
-	leaseTried leaseTry
+	// lease is the share's primary Lease as this agent writes it, from its passes and from the
+	// renewer.
+	lease primaryLease
 	// lapsed is the epoch at which the agent judged the share's primary Lease lapsed while it
 	// could not renew it (judgeLeaseLapse; 0: never): the share is fenced at that epoch once the
 	// member answers again.
@@ -75,9 +75,27 @@ func (s *shareStates) get(key shareKey) *shareState {
 	return st
 }
 
-// forget drops the share's record.
+// forget drops the share's record, and stops the renewer's writes to its primary Lease first:
+// the share is going (its Lease deleted next) or gone, and a renewal landing after its cleanup
+// would leave a Lease behind for a re-created database to meet.
 func (s *shareStates) forget(key shareKey) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	st := s.states[key]
 	delete(s.states, key)
+	s.mu.Unlock()
+	if st != nil {
+		st.lease.stop()
+	}
+}
+
+// all is every share's record. The renewer takes it and decides under each record's lease lock,
+// which it must not take here: a Lease write holds it, and this lock stops every share's pass.
+func (s *shareStates) all() []*shareState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*shareState, 0, len(s.states))
+	for _, st := range s.states {
+		out = append(out, st)
+	}
+	return out
 }

@@ -21,7 +21,8 @@ func TestForgetDropsTheWholeShare(t *testing.T) {
 	now := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
 
 	st := r.shares.get(key)
-	*st = shareState{lastPass: &passRecord{at: now}, fenceCounted: 1, leaseTried: leaseTry{epoch: 1, renewed: now}, lapsed: 1, unreportedSince: now}
+	st.lastPass, st.fenceCounted, st.lapsed, st.unreportedSince = &passRecord{at: now}, 1, 1, now
+	st.lease.tried, st.lease.live = leaseTry{epoch: 1, renewed: now}, &liveLease{epoch: 1}
 	if r.shares.get(key) != st {
 		t.Fatal("a second get gave another record for the same share")
 	}
@@ -29,7 +30,10 @@ func TestForgetDropsTheWholeShare(t *testing.T) {
 	r.reported.wrote(mdb)
 
 	r.forget(key)
-	if got := *r.shares.get(key); got != (shareState{}) {
+	if st.lease.live != nil {
+		t.Error("after forget the renewer may still renew the share's Lease")
+	}
+	if got := r.shares.get(key); got == st || got.lastPass != nil || got.lapsed != 0 || got.lease.tried != (leaseTry{}) || got.lease.live != nil {
 		t.Errorf("after forget the share is remembered as %+v, want nothing", got)
 	}
 	if r.reported.last.Behind(key.NamespacedName, "6") {

@@ -43,9 +43,15 @@ type share struct {
 // newShare creates the share; change, if given, alters the MemberDatabase before it is created.
 func newShare(t *testing.T, replicas, start int32, role dbfleetv1alpha1.ReplicaRole, change ...func(*dbfleetv1alpha1.MemberDatabase)) *share {
 	t.Helper()
-	s := &share{t: t, ctx: context.Background(), ns: fmt.Sprintf("shop-%d", seq.Add(1)), db: "orders"}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: dbfleetv1alpha1.MemberNamespace(clusterName)}}
-	if err := hub.Client.Create(s.ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+	return newShareIn(t, fmt.Sprintf("shop-%d", seq.Add(1)), replicas, start, role, change...)
+}
+
+// newShareIn is newShare for a database in the namespace ns.
+func newShareIn(t *testing.T, ns string, replicas, start int32, role dbfleetv1alpha1.ReplicaRole, change ...func(*dbfleetv1alpha1.MemberDatabase)) *share {
+	t.Helper()
+	s := &share{t: t, ctx: context.Background(), ns: ns, db: "orders"}
+	memberNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: dbfleetv1alpha1.MemberNamespace(clusterName)}}
+	if err := hub.Client.Create(s.ctx, memberNS); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	s.mdb = &dbfleetv1alpha1.MemberDatabase{

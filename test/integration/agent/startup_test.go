@@ -21,6 +21,7 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/internal/process"
+	"github.com/dbfleet/dbfleet/pkg/options"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
@@ -174,4 +175,21 @@ func TestAgentWaitsForTheHub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// --concurrent-reconciles (4 by default) reaches the member reconciler itself: the manager
+	// took it, multicluster-runtime's builder did not, and the binary ran one worker.
+	_, text, err := get(metricsPort, "/metrics")
+	if want := fmt.Sprintf(`controller_runtime_max_concurrent_reconciles{controller="memberdatabase"} %d`, options.AgentConcurrentReconciles); err != nil || !strings.Contains(text, want) {
+		t.Errorf("the agent's metrics lack %s (%v):\n%s", want, err, grepLines(text, "max_concurrent_reconciles"))
+	}
+}
+
+// grepLines is the lines of text that contain substr.
+func grepLines(text, substr string) string {
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, substr) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }
