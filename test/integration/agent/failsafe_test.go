@@ -2,11 +2,15 @@ package agent
 
 import (
 	"fmt"
+	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -70,5 +74,56 @@ func TestAgentDoesNotFenceAPrimaryOnItsFailsafe(t *testing.T) {
 	s.eventually("fenced", func() bool {
 		_ = east.Client.Get(s.ctx, client.ObjectKeyFromObject(sts), cur)
 		return s.podRole(s.db+"-0") == contract.PodRoleFenced && cur.Annotations[specs.AnnotationFencedEpoch] == "1"
+	})
+}
+
+// The member API server refuses the agent's Lease writes (down, as far as the Lease goes) while
+// the hub stays reachable: the Lease lapses, but the primary answers that it is on its failsafe,
+// so the agent neither fences it nor records the lapse, pass after pass; once the instance is no
+// longer on it, the agent fences the share for the lapse as before.
+func TestAgentDoesNotFenceAFailsafePrimaryForALapsedLease(t *testing.T) {
+	const fenceAfter = 15 * time.Second
+	var refuse atomic.Bool
+	cfg := rest.CopyConfig(agentMemberConfig(t, "agent-failsafe-lapse", nil))
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return leaseWritesRefused{next: rt, refuse: &refuse} })
+	clock := clocktesting.NewFakeClock(time.Now())
+	guard := fence.NewGuard(clock, fenceAfter)
+	guard.Renewed(clock.Now())
+	startAgentWithImage(t, hub.Config, cfg, guard, "example.com/dbfleet/agent:test")
+
+	s := newShare(t, 2, 0, dbfleetv1alpha1.RolePrimary)
+	sts := s.waitSTS("StatefulSet", func(*appsv1.StatefulSet) bool { return true })
+	status := func(active bool) string {
+		return fmt.Sprintf(`{"pod":"%s-0","role":"primary","epoch":1,"promotedEpoch":1,"ready":true,"failsafe":{"active":%t,"members":["%s-1"]}}`, s.db, active, s.db)
+	}
+	primary := newInstanceServer(t, status(true))
+	standby := newInstanceServer(t, fmt.Sprintf(`{"pod":"%s-1","role":"standby","epoch":1,"ready":true,"streaming":true,"primarySilenceSeconds":0}`, s.db))
+	s.runInstancePod(sts, 0, primary)
+	s.runInstancePod(sts, 1, standby)
+	s.eventually("primary Lease held", func() bool { l := s.primaryLease(); return l != nil && *l.Spec.HolderIdentity == clusterName+"/1" })
+
+	refuse.Store(true)
+	lapse := guard.LastRenewStart().Add(time.Duration(fence.SecondsDown(fenceAfter))*time.Second + contract.MaxClockSkew)
+	for clock.Now().Before(lapse.Add(10 * time.Second)) {
+		clock.Step(5 * time.Second) // the hub lease stays fresh
+		guard.Renewed(clock.Now())
+		s.touch(nil)
+	}
+	for range 3 {
+		before := s.waitMDB("reported", func(*dbfleetv1alpha1.MemberDatabase) bool { return true })
+		s.touch(nil)
+		s.waitMDB("touched again", func(m *dbfleetv1alpha1.MemberDatabase) bool { return m.ResourceVersion != before.ResourceVersion })
+	}
+	got := s.waitMDB("reported", func(*dbfleetv1alpha1.MemberDatabase) bool { return true })
+	if c := meta.FindStatusCondition(got.Status.Conditions, dbfleetv1alpha1.ConditionFenced); (c != nil && c.Status == metav1.ConditionTrue) ||
+		s.podRole(s.db+"-0") != contract.PodRolePrimary {
+		t.Fatalf("a primary on its failsafe was fenced for its lapsed Lease: Fenced %+v, pod role %s", c, s.podRole(s.db+"-0"))
+	}
+
+	primary.set(status(false))
+	s.touch(nil)
+	s.waitMDB("fenced for the lapse", func(m *dbfleetv1alpha1.MemberDatabase) bool {
+		c := meta.FindStatusCondition(m.Status.Conditions, dbfleetv1alpha1.ConditionFenced)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == dbfleetv1alpha1.ReasonPrimaryLeaseLapsed
 	})
 }
