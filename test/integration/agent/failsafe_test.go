@@ -54,11 +54,9 @@ func TestAgentDoesNotFenceAPrimaryOnItsFailsafe(t *testing.T) {
 		}
 		return false
 	})
-	// Several passes, each of which would have fenced.
-	for range 3 {
-		s.touch(nil)
-		s.waitMDB("touched again", func(m *dbfleetv1alpha1.MemberDatabase) bool { return m.ResourceVersion != got.ResourceVersion })
-	}
+	// Several passes, each reading the primary, each of which would have fenced.
+	read := primary.reads.Load()
+	s.eventually("passes past the deadline", func() bool { return primary.reads.Load() >= read+6 })
 	cur := &appsv1.StatefulSet{}
 	if err := east.Client.Get(s.ctx, client.ObjectKeyFromObject(sts), cur); err != nil {
 		t.Fatal(err)
@@ -109,11 +107,9 @@ func TestAgentDoesNotFenceAFailsafePrimaryForALapsedLease(t *testing.T) {
 		guard.Renewed(clock.Now())
 		s.touch(nil)
 	}
-	for range 3 {
-		before := s.waitMDB("reported", func(*dbfleetv1alpha1.MemberDatabase) bool { return true })
-		s.touch(nil)
-		s.waitMDB("touched again", func(m *dbfleetv1alpha1.MemberDatabase) bool { return m.ResourceVersion != before.ResourceVersion })
-	}
+	// Passes after the lapse, each reading the primary: it would have been fenced by the first.
+	read := primary.reads.Load()
+	s.eventually("passes after the lapse", func() bool { return primary.reads.Load() >= read+6 })
 	got := s.waitMDB("reported", func(*dbfleetv1alpha1.MemberDatabase) bool { return true })
 	if c := meta.FindStatusCondition(got.Status.Conditions, dbfleetv1alpha1.ConditionFenced); (c != nil && c.Status == metav1.ConditionTrue) ||
 		s.podRole(s.db+"-0") != contract.PodRolePrimary {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -261,6 +262,8 @@ type instanceServer struct {
 	*httptest.Server
 	mu   sync.Mutex
 	body string
+	// reads counts the /status requests answered: each pass of the share reads it.
+	reads atomic.Int64
 }
 
 func newInstanceServer(t *testing.T, body string) *instanceServer {
@@ -272,6 +275,7 @@ func newInstanceServer(t *testing.T, body string) *instanceServer {
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		s.reads.Add(1)
 		_, _ = w.Write([]byte(s.body))
 	}))
 	t.Cleanup(s.Close)
