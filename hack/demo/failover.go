@@ -70,7 +70,8 @@ func (d *demo) announceCut(victim string, pid []byte, oldPrimary instanceView) {
 	bullet("after %s without a lease renewal (the hub's grace period, on its own clock) the hub marks %s "+
 		"Ready=Unknown and taints it dbfleet.io/unreachable:NoExecute;", f.grace, victim)
 	bullet("after the policy's %d s toleration its replicas are placed on the other clusters, and the primary "+
-		"moves to a healthy cluster with a higher epoch (never before the old Lease has expired);", tolerationSeconds)
+		"moves to a healthy cluster with a higher epoch (never before the old Lease has expired, and only to a standby "+
+		"that has heard nothing from the old primary for 13 s);", tolerationSeconds)
 	bullet("the replacements become Ready, and the writer's rows are acknowledged again at the new primary.")
 }
 
