@@ -84,7 +84,7 @@ type Manager struct {
 	rejoined *contract.Rejoin
 	// demoted is where the WAL ended when postgres last stopped as primary (demotion.go).
 	demoted *contract.Demotion
-	// hearing and silence are the failsafe's counters (contact.go).
+	// hearing and silence are the failsafe's counters (failsafe.go).
 	hearing contact.Hearing
 	silence *contact.Silence
 }
