@@ -12,7 +12,7 @@ help: ## Show the targets.
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 .PHONY: demo
-demo: k8s-bins images ## Bring up the local federation, place a database, cut a member off and watch the failover (DEMO_EXIT=1: tear down and exit when done).
+demo: k8s-bins images ## Bring up the local federation, place a database, stop the primary's agent (writes go on), partition its member and watch the failover (DEMO_EXIT=1: tear down and exit when done).
 	@echo "[demo] building bin/hub, bin/agent, bin/localfed, bin/demo"
 	@$(GO) build -o bin/ ./cmd/hub ./cmd/agent ./hack/localfed ./hack/demo
 	@bin/demo

@@ -87,7 +87,7 @@ func (d *demo) showInstances(ctx context.Context, title string) {
 
 // write starts the writer and shows the rows arriving on every instance.
 func (d *demo) write(ctx context.Context) error {
-	startPhase("write", "Step 3/5: write rows through the endpoint")
+	startPhase("write", "Step 3/6: write rows through the endpoint")
 	endpoint := d.f.readWriteEndpoint(ctx)
 	para("The hub publishes where to write in the DatabaseCluster's status.endpoints.readWrite (%s: the primary's "+
 		"pod IP, PodIP network mode) and the credentials in the Secret %s/%s-app. A client (this demo) connects "+

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -11,10 +10,12 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/hack/localfed/layout"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
-// failover cuts the primary's member off by stopping its agent, and narrates what follows until
-// the database is Available again without it.
+// failover partitions the primary's member (localfed partition: its pods cut from the other
+// members' pods and its agent from the hub), and narrates what follows until the database is
+// Available again without it.
 func (d *demo) failover(ctx context.Context) error {
 	f := d.f
 	s := f.observe(ctx)
@@ -22,17 +23,16 @@ func (d *demo) failover(ctx context.Context) error {
 	if victim == "" {
 		return fmt.Errorf("the database has no primary to fail over")
 	}
-	d.victim = layout.Agent(victim)
-	pid, _ := os.ReadFile(pidFile(d.victim))
 	oldPrimary, err := f.runningPrimary(ctx, victim)
 	if err != nil {
 		return err
 	}
-	d.announceCut(victim, pid, oldPrimary)
+	d.announceCut(victim, oldPrimary)
 	restartClock()
-	if err := localfed(ctx, "stop", d.victim); err != nil {
-		return fmt.Errorf("stop %s: %w", d.victim, err)
+	if err := localfed(ctx, "partition", victim); err != nil {
+		return fmt.Errorf("partition %s: %w", victim, err)
 	}
+	d.partitioned = victim
 	before := s
 	w := &watcher{f: f, prev: s}
 	m := d.expectFailover(ctx, w, before, victim, oldEpoch, oldPrimary)
@@ -58,25 +58,27 @@ func (f *federation) runningPrimary(ctx context.Context, cluster string) (instan
 }
 
 // announceCut says what is about to be cut off and what should follow.
-func (d *demo) announceCut(victim string, pid []byte, oldPrimary instanceView) {
+func (d *demo) announceCut(victim string, oldPrimary instanceView) {
 	f := d.f
-	startPhase("failover", fmt.Sprintf("Step 4/5: cut %s off", victim))
-	para("%s holds the primary. Its agent (pid %s, from %s) is the member's only link to the hub. We stop it, "+
-		"as a crash or a network partition would: the pods in %s keep running, but the hub stops hearing from the "+
-		"cluster. What should follow:", victim, strings.TrimSpace(string(pid)), pidFile(d.victim), victim)
-	bullet("its primary Lease %s (renewed only while the agent reaches the hub) runs out after at most %s, and "+
-		"the instance manager in %s stops postgres (fast shutdown) 2 s before that, on its own clock: from then on "+
-		"it refuses every write (the demo tries one directly at %s every second, besides the writer's);", primaryLease, f.fenceAfter, oldPrimary.pod, oldPrimary.endpoint())
+	startPhase("failover", fmt.Sprintf("Step 5/6: partition %s", victim))
+	para("Now a real fault. We partition %s (bin/localfed partition %s): iptables rules cut its pods off from every "+
+		"other member's pods, both ways, and its agent off from the hub. Everything in %s keeps running, its agent "+
+		"included, but the primary no longer hears its standbys and the hub no longer hears %s. What should follow:",
+		victim, victim, victim, victim)
+	bullet("its primary Lease %s is no longer renewed and runs out after at most %s; with no standby heard for "+
+		"%s either, the instance manager in %s stops postgres (fast shutdown) on its own clock, and its agent "+
+		"labels the pod fenced: from then on it refuses every write (the demo tries one directly at %s every "+
+		"second, besides the writer's);", primaryLease, f.fenceAfter, contract.FailsafeWindow, oldPrimary.pod, oldPrimary.endpoint())
 	bullet("after %s without a lease renewal (the hub's grace period, on its own clock) the hub marks %s "+
 		"Ready=Unknown and taints it dbfleet.io/unreachable:NoExecute;", f.grace, victim)
 	bullet("after the policy's %d s toleration its replicas are placed on the other clusters, and the primary "+
 		"moves to a healthy cluster with a higher epoch (never before the old Lease has expired, and only to a standby "+
-		"that has heard nothing from the old primary for 13 s);", tolerationSeconds)
+		"that has heard nothing from the old primary for %s);", tolerationSeconds, contract.PromotionSilence)
 	bullet("the replacements become Ready, and the writer's rows are acknowledged again at the new primary.")
 }
 
-// failoverMilestones are what the demo expects once victim's agent is stopped, and what it
-// learns on the way.
+// failoverMilestones are what the demo expects once victim is partitioned, and what it learns on
+// the way.
 type failoverMilestones struct {
 	unknown, tainted, leaseGone, promoted, replaced, recovered, refused, resumed *milestone
 	// lastExpiry is when victim's primary Lease ran out, as its last renewal said.
@@ -166,7 +168,7 @@ func (d *demo) awaitFailover(ctx context.Context, w *watcher, m *failoverMilesto
 		return err
 	}
 	d.t.resumed = m.resumed.at
-	if _, err := w.wait(ctx, m.leaseGone, budget+3*time.Minute, "the agent is stopped, so nothing renews it"); err != nil {
+	if _, err := w.wait(ctx, m.leaseGone, budget+3*time.Minute, "the agent is cut off the hub, so it renews nothing"); err != nil {
 		return err
 	}
 	if !m.lastExpiry.IsZero() {
@@ -183,8 +185,8 @@ func (d *demo) reportFailover(ctx context.Context, w *watcher, m *failoverMilest
 	c, e := s.primary()
 	para("Failover done: %d/%d replicas Ready on %s; the primary is in %s at epoch %d.", s.db.Status.ReadyReplicas, s.db.Spec.Replicas, s.shares(), c, e)
 	if v := s.member(victim); v != nil && v.pods > 0 {
-		para("%s still runs its %d old pods: its agent is gone, so nothing there removes or relabels them; the hub "+
-			"no longer counts them.", victim, v.pods)
+		para("%s still runs its %d old pods (labelled fenced: %v): its agent, cut off the hub, removes them once "+
+			"the partition heals; the hub no longer counts them.", victim, v.pods, v.fencedPods)
 	}
 	switch {
 	case before.member(victim).leaseHolder == "":
@@ -198,7 +200,7 @@ func (d *demo) reportFailover(ctx context.Context, w *watcher, m *failoverMilest
 	if err := d.judgeWrites(ctx, m.oldEndpoint, m.acceptedAfterPromotion); err != nil {
 		return err
 	}
-	w.timeline(fmt.Sprintf("Timeline, from the moment %s's agent stopped:", victim))
+	w.timeline(fmt.Sprintf("Timeline, from the moment %s was partitioned:", victim))
 	return nil
 }
 

@@ -15,7 +15,9 @@ import (
 type demo struct {
 	f      *federation
 	t      timings
-	victim string  // the agent the demo stopped and has not restarted yet
+	// stoppedAgent is the agent the demo stopped and has not started again; partitioned the
+	// member it partitioned and has not healed: cleanup restores both.
+	stoppedAgent, partitioned string
 	writer *writer // the demo's client, from step 3
 }
 
@@ -59,7 +61,7 @@ func main() {
 
 func (d *demo) run(ctx context.Context) error {
 	begin := time.Now()
-	startPhase("federation", "Step 1/5: a local federation")
+	startPhase("federation", "Step 1/6: a local federation")
 	f, err := ensureFederation(ctx)
 	if err != nil {
 		return err
@@ -69,7 +71,7 @@ func (d *demo) run(ctx context.Context) error {
 	if len(f.members) < 2 {
 		return errors.New("the demo needs at least two members (localfed up --members)")
 	}
-	for _, step := range []func(context.Context) error{d.place, d.write, d.failover, d.recover} {
+	for _, step := range []func(context.Context) error{d.place, d.write, d.agentAway, d.failover, d.recover} {
 		if err := step(ctx); err != nil {
 			return err
 		}
@@ -91,10 +93,16 @@ func (d *demo) cleanup(teardown bool) {
 		}
 		return
 	}
-	if d.victim != "" {
-		say("Starting %s again.", d.victim)
-		if err := localfed(ctx, "start", d.victim); err != nil {
-			say("localfed start %s: %v", d.victim, err)
+	if d.stoppedAgent != "" {
+		say("Starting %s again.", d.stoppedAgent)
+		if err := localfed(ctx, "start", d.stoppedAgent); err != nil {
+			say("localfed start %s: %v", d.stoppedAgent, err)
+		}
+	}
+	if d.partitioned != "" {
+		say("Healing %s's partition.", d.partitioned)
+		if err := localfed(ctx, "heal", d.partitioned); err != nil {
+			say("localfed heal %s: %v", d.partitioned, err)
 		}
 	}
 	if teardown {
@@ -106,11 +114,12 @@ func (d *demo) explore() {
 	t := d.t
 	startPhase("done", "Done")
 	para("Measured: federation ready in %s; database placed %.0fs and all replicas Ready %.0fs after apply; "+
-		"after the agent stopped: the old primary refused writes at +%.1fs, Ready=Unknown at +%.0fs, new primary at +%.0fs, "+
+		"with the primary's agent stopped, the longest stretch without an acknowledged row was %s and nothing failed over; "+
+		"after the partition: the old primary refused writes at +%.1fs, Ready=Unknown at +%.0fs, new primary at +%.0fs, "+
 		"writes acknowledged again at +%.1fs (no write accepted for %s; %d acknowledged rows lost), replicas re-placed at +%.0fs, "+
-		"all Ready again at +%.0fs; after it started again: Ready=True at +%.0fs, settled at +%.0fs; after the rebalance "+
+		"all Ready again at +%.0fs; after it healed: Ready=True at +%.0fs, settled at +%.0fs; after the rebalance "+
 		"its standby streamed at +%.0fs.",
-		t.federationUp, t.scheduled.Seconds(), t.ready.Seconds(), t.refused.Seconds(), t.unknown.Seconds(), t.promoted.Seconds(),
+		t.federationUp, t.scheduled.Seconds(), t.ready.Seconds(), t.agentGap.Round(10*time.Millisecond), t.refused.Seconds(), t.unknown.Seconds(), t.promoted.Seconds(),
 		t.resumed.Seconds(), t.writeGap, t.lost, t.replaced.Seconds(), t.failed.Seconds(), t.back.Seconds(), t.reconverged.Seconds(), t.rejoined.Seconds())
 	say("")
 	say("Explore (the hub and each member have an admin kubeconfig in %s/):", stateDir)
@@ -126,7 +135,7 @@ func (d *demo) explore() {
 	}
 	cmds = append(cmds,
 		[2]string{"bin/localfed status", "every process and its pid"},
-		[2]string{fmt.Sprintf("bin/localfed stop agent-%s; bin/localfed start agent-%s", d.f.members[1], d.f.members[1]), "another failover (docs/localfed.md)"})
+		[2]string{fmt.Sprintf("bin/localfed partition %s; bin/localfed heal %s", d.f.members[1], d.f.members[1]), "another failover (docs/localfed.md)"})
 	width := 0
 	for _, c := range cmds {
 		if c[1] != "" {

@@ -23,13 +23,14 @@ type timings struct {
 	promoted                  time.Duration
 	back, reconverged         time.Duration
 	refused, resumed          time.Duration // the old primary refused writes; the writer's rows acknowledged again
+	agentGap                  time.Duration // the longest stretch without an acknowledged row while the agent was stopped
 	writeGap                  time.Duration
 	lost                      int64
 	rejoined                  time.Duration
 }
 
 func (d *demo) place(ctx context.Context) error {
-	startPhase("place", "Step 2/5: place a database")
+	startPhase("place", "Step 2/6: place a database")
 	f := d.f
 	weights := strings.Join(f.members, ", ") + " 1 each"
 	para("The policy %s (a ClusterPropagationPolicy) selects databases labelled app.kubernetes.io/part-of=dbfleet-demo "+
@@ -134,18 +135,18 @@ func (d *demo) removeLeftovers(ctx context.Context) error {
 
 func (d *demo) recover(ctx context.Context) error {
 	f := d.f
-	victim := strings.TrimPrefix(d.victim, layout.Agent(""))
-	startPhase("return", fmt.Sprintf("Step 5/5: bring %s back", victim))
-	para("We start %s's agent again with the command localfed up used (bin/localfed start %s). It renews its "+
-		"lease, the hub marks the cluster Ready and lifts the taint, and the agent removes the share the hub "+
-		"purged while it was away. Nothing moves back on its own: %s is eligible for new placements, and "+
-		"'kubectl annotate dbc <name> dbfleet.io/rebalance=<new value>' asks the hub to spread replicas again.", victim, d.victim, victim)
+	victim := d.partitioned
+	startPhase("return", fmt.Sprintf("Step 6/6: heal %s", victim))
+	para("We remove the partition (bin/localfed heal %s). The agent reaches the hub again, the hub marks the "+
+		"cluster Ready and lifts the taint, and the agent removes the share the hub purged while it was away. "+
+		"Nothing moves back on its own: %s is eligible for new placements, and "+
+		"'kubectl annotate dbc <name> dbfleet.io/rebalance=<new value>' asks the hub to spread replicas again.", victim, victim)
 	w := &watcher{f: f, prev: f.observe(ctx)}
 	restartClock()
-	if err := localfed(ctx, "start", d.victim); err != nil {
-		return fmt.Errorf("start %s: %w", d.victim, err)
+	if err := localfed(ctx, "heal", victim); err != nil {
+		return fmt.Errorf("heal %s: %w", victim, err)
 	}
-	d.victim = ""
+	d.partitioned = ""
 	ready := w.expect(fmt.Sprintf("the hub marked %s Ready=True", victim), 0, func(s *snapshot) bool {
 		return s.member(victim).ready == string(metav1.ConditionTrue)
 	})
@@ -153,7 +154,7 @@ func (d *demo) recover(ctx context.Context) error {
 		return len(s.member(victim).taints) == 0
 	})
 	settled := w.expect("every member runs exactly its share, all Ready (steady for 5 s)", 5*time.Second, (*snapshot).converged)
-	if _, err := w.wait(ctx, ready, f.heartbeat+30*time.Second, "see "+logFile(d.victim)); err != nil {
+	if _, err := w.wait(ctx, ready, f.heartbeat+30*time.Second, "see "+logFile(layout.Agent(victim))); err != nil {
 		return err
 	}
 	d.t.back = ready.at
@@ -168,7 +169,7 @@ func (d *demo) recover(ctx context.Context) error {
 	s := w.prev
 	c, e := s.primary()
 	para("%s is back: %d/%d replicas Ready on %s; the primary stays in %s at epoch %d.", victim, s.db.Status.ReadyReplicas, s.db.Spec.Replicas, s.shares(), c, e)
-	w.timeline(fmt.Sprintf("Timeline, from the moment %s's agent started again:", victim))
+	w.timeline(fmt.Sprintf("Timeline, from the moment %s's partition healed:", victim))
 
 	para("Now we ask the hub to spread the replicas again (kubectl annotate dbc %s %s=...): %s gets its replica "+
 		"back, a standby that clones the new primary with pg_basebackup and streams from it, while the writer goes on.",

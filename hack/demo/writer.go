@@ -251,3 +251,25 @@ func (c appCredentials) probeWrite(ctx context.Context, endpoint string, n int64
 	_, err = conn.Exec(ctx, "INSERT INTO "+probesTable+" (n, written_to) VALUES ($1, $2)", n, endpoint)
 	return err
 }
+
+// longestGap is the longest stretch after start without an acknowledged row, up to now, and
+// when it began.
+func (w *writer) longestGap(start time.Time) (time.Duration, time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var longest time.Duration
+	from, prev := start, start
+	for _, a := range w.acks {
+		if a.at.Before(start) {
+			continue
+		}
+		if d := a.at.Sub(prev); d > longest {
+			longest, from = d, prev
+		}
+		prev = a.at
+	}
+	if d := time.Since(prev); d > longest {
+		longest, from = d, prev
+	}
+	return longest, from
+}

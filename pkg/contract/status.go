@@ -129,8 +129,9 @@ type Status struct {
 	Diverged []string `json:"diverged,omitempty"`
 	// Demoted is where this instance's WAL ended when it last stopped as primary.
 	Demoted *Demotion `json:"demoted,omitempty"`
-	// Failsafe is, on a primary, whom it must hear from to keep taking writes without its Lease,
-	// and whom it has not heard within FailsafeWindow.
+	// Failsafe is, on a primary with the failsafe on (the default), whom it must hear from to
+	// keep taking writes without its Lease, and whom it has not heard within FailsafeWindow; nil
+	// with the failsafe off. No member unheard: should its Lease run out, it goes on.
 	Failsafe *Failsafe `json:"failsafe,omitempty"`
 	// PrimarySilenceSeconds is, on a standby (or a stopped instance), how long in whole seconds
 	// (rounded down) it has exchanged nothing with any primary: 0 while its walreceiver is

@@ -51,9 +51,9 @@ type Options struct {
 	// PollInterval is how often the Pod and the Lease are read.
 	PollInterval time.Duration
 	// Failsafe lets a running primary whose Lease can no longer be renewed go on taking writes
-	// while it hears every standby (decide.JudgeFailsafe). Off by default until the end-to-end
-	// suite and the demo, which still cause failovers by stopping agents, cause them by real
-	// partitions (issue #34); the silence a failover waits for is kept either way.
+	// while it hears every standby (decide.JudgeFailsafe): the hub, the agent and the link
+	// between them are then out of the write path. On by default; off, a primary stops at its
+	// Lease's deadline whatever it hears. The silence a failover waits for is kept either way.
 	Failsafe bool
 }
 
@@ -75,7 +75,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.RunAs, "run-as", envString(contract.EnvRunAs, DefaultRunAs), "User postgres runs as when the manager runs as root. Env "+contract.EnvRunAs+".")
 	fs.BoolVar(&o.SuperuserFromNetwork, "superuser-from-network", envBool(contract.EnvSuperuserFromNetwork, true), "Let the superuser log in from other hosts; false: only the manager, over loopback. Env "+contract.EnvSuperuserFromNetwork+".")
 	fs.DurationVar(&o.PollInterval, "poll-interval", envDuration(contract.EnvPollInterval, DefaultPollInterval), "How often the Pod and the primary Lease are read. Env "+contract.EnvPollInterval+".")
-	fs.BoolVar(&o.Failsafe, "failsafe", envBool(contract.EnvFailsafe, false), "Keep a primary whose Lease can no longer be renewed taking writes while it hears every standby (docs/failover.md). Env "+contract.EnvFailsafe+".")
+	fs.BoolVar(&o.Failsafe, "failsafe", envBool(contract.EnvFailsafe, true), "Keep a primary whose Lease can no longer be renewed taking writes while it hears every standby (docs/failover.md); false: it stops at the Lease's deadline. Env "+contract.EnvFailsafe+".")
 }
 
 // Validate rejects options the manager cannot run with.

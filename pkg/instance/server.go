@@ -94,10 +94,12 @@ func (m *Manager) Status() contract.Status {
 	now := time.Now()
 	if running == contract.RolePrimary {
 		st.Synchronous = m.synchronousStatus(snap.Synchronous, st)
-		j := m.failsafeInputLocked(snap.Standbys, now)
-		st.Failsafe = &contract.Failsafe{Active: d.Lease.Failsafe, Members: j.Members, Unheard: j.Unheard}
-		if st.Failsafe.Members == nil {
-			st.Failsafe.Members = []string{}
+		if m.opts.Failsafe { // without it there is no failsafe to report, and the agent fences as before
+			j := m.failsafeInputLocked(snap.Standbys, now)
+			st.Failsafe = &contract.Failsafe{Active: d.Lease.Failsafe, Members: j.Members, Unheard: j.Unheard}
+			if st.Failsafe.Members == nil {
+				st.Failsafe.Members = []string{}
+			}
 		}
 	} else {
 		st.Synchronous, st.Replication = nil, nil

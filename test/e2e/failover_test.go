@@ -11,18 +11,23 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/hack/localfed/layout"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/hub/databasecluster"
+	"github.com/dbfleet/dbfleet/pkg/instance/pgconf"
 )
 
 // failoverMargin is what the failover bound allows beyond the configured timings, for a loaded
 // 2-core machine: the hub's and agents' reaction times and the test's polling.
 const failoverMargin = 30 * time.Second
 
-// TestMemberLoss stops the agent of the primary's member (west): the hub must move the primary
-// and west's share within grace + toleration + margin (the promotion also waits for fenceAfter
-// + the fencing margin, less than grace + toleration here), at epoch + 1, and the replacements
-// become Ready. Then west's agent returns and must remove its stale share: west ends running
-// nothing of the database unless the placement names it again, and no Pod labelled primary.
+// TestMemberLoss partitions the primary's member (west: its pods cut from the other members'
+// pods and its agent from the hub, localfed partition): the hub must move the primary and west's
+// share within the failover bound (grace + toleration; fenceAfter + the fencing margin; the
+// standby's silence, wal_receiver_timeout + contract.PromotionSilence; whichever is longest)
+// plus a margin, at epoch + 1, and the replacements become Ready. Then the partition heals and
+// west's agent must remove its stale share: west ends running nothing of the database unless
+// the placement names it again, and no Pod labelled primary. (An agent merely stopped fails
+// nothing over: TestWritesGoOnWithoutTheControlPlane.)
 func TestMemberLoss(t *testing.T) {
 	fed.requireHealthy(t)
 	const ns, lost = "member-loss", "west"
@@ -33,23 +38,24 @@ func TestMemberLoss(t *testing.T) {
 	before := fed.primaryOn(t, dbc, lost)
 
 	sw := newStopwatch(t)
-	fed.stop(t, layout.Agent(lost))
-	stopped := sw.lap(layout.Agent(lost) + " stopped")
-	t.Run("FailsOverWithinGraceAndToleration", func(t *testing.T) {
+	heal := fed.partitionForReal(t, lost)
+	cut := sw.lap(lost + " partitioned")
+	t.Run("FailsOverWithinTheBound", func(t *testing.T) {
 		promoted := fed.awaitFailover(t, sw, dbc, before, lost)
-		bound := max(clusterGracePeriod+toleration, fenceAfter+databasecluster.FencingMargin) + failoverMargin
-		t.Logf("primary moved %.1fs after the agent stopped (grace %s + toleration %s; bound %s)",
-			(promoted - stopped).Seconds(), clusterGracePeriod, toleration, bound)
-		if promoted-stopped > bound {
-			t.Errorf("failover took %s, more than %s", promoted-stopped, bound)
+		silence := pgconf.WALReceiverTimeout + contract.PromotionSilence
+		bound := max(clusterGracePeriod+toleration, fenceAfter+databasecluster.FencingMargin, silence) + failoverMargin
+		t.Logf("primary moved %.1fs after the partition (grace %s + toleration %s; fenceAfter %s + margin %s; silence %s; bound %s)",
+			(promoted - cut).Seconds(), clusterGracePeriod, toleration, fenceAfter, databasecluster.FencingMargin, silence, bound)
+		if promoted-cut > bound {
+			t.Errorf("failover took %s, more than %s", promoted-cut, bound)
 		}
 	})
 	t.Run("ReturningMemberIsCleanedUp", func(t *testing.T) {
-		fed.awaitReturn(t, sw, dbc, lost, layout.Agent(lost))
+		fed.awaitReturn(t, sw, dbc, lost, heal, "partition healed")
 	})
 }
 
-// TestHubRestartMidFailover stops the primary member's agent (east) and, while the hub waits
+// TestHubRestartMidFailover partitions the primary's member (east) and, while the hub waits
 // out the policy's toleration (20 s here), restarts the hub: the new hub process must carry the
 // failover through (epoch + 1, replacements Ready), and clean east up when it returns.
 func TestHubRestartMidFailover(t *testing.T) {
@@ -64,8 +70,8 @@ func TestHubRestartMidFailover(t *testing.T) {
 	before := fed.primaryOn(t, dbc, lost)
 
 	sw := newStopwatch(t)
-	fed.stop(t, layout.Agent(lost))
-	sw.lap(layout.Agent(lost) + " stopped")
+	heal := fed.partitionForReal(t, lost)
+	sw.lap(lost + " partitioned")
 	await(t, time.Minute, "the failover under way", func(ctx context.Context) (bool, error) {
 		d, err := fed.database(ctx, dbc)
 		if err != nil {
@@ -90,7 +96,7 @@ func TestHubRestartMidFailover(t *testing.T) {
 	fed.start(t, layout.Hub)
 	sw.lap("hub started again")
 	fed.awaitFailover(t, sw, dbc, before, lost)
-	fed.awaitReturn(t, sw, dbc, lost, layout.Agent(lost))
+	fed.awaitReturn(t, sw, dbc, lost, heal, "partition healed")
 }
 
 // primaryOn checks that dbc's primary is on cluster and returns its status.
@@ -148,22 +154,22 @@ func (f *federation) awaitFailover(t *testing.T, sw *stopwatch, dbc *dbfleetv1al
 	return at
 }
 
-// awaitReturn starts the lost member's agent again and waits until the whole fleet has
-// converged: the member's stale share is gone (unless the placement names it), no Pod there is
+// awaitReturn ends the lost member's fault (heal, which says what it did) and waits until the
+// whole fleet has converged: the member's stale share is gone (unless the placement names it), no Pod there is
 // labelled primary and no primary Lease there is unexpired. Nothing moves back on its own: the
 // primary stays where the failover put it.
-func (f *federation) awaitReturn(t *testing.T, sw *stopwatch, dbc *dbfleetv1alpha1.DatabaseCluster, lost, agent string) {
+func (f *federation) awaitReturn(t *testing.T, sw *stopwatch, dbc *dbfleetv1alpha1.DatabaseCluster, lost string, heal func(*testing.T), healed string) {
 	t.Helper()
 	failedOver, err := f.database(context.Background(), dbc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s, err := f.share(context.Background(), lost, dbc.Namespace, dbc.Name); err == nil {
-		t.Logf("before its agent returns, %s runs a StatefulSet (%t) and %d Pods of %s, labelled primary: %v",
+		t.Logf("before it returns, %s runs a StatefulSet (%t) and %d Pods of %s, labelled primary: %v",
 			lost, s.sts != nil, len(s.pods), dbc.Name, s.primaries())
 	}
-	f.start(t, agent)
-	sw.lap(agent + " started again")
+	heal(t)
+	sw.lap(lost + ": " + healed)
 	await(t, 2*time.Minute, lost+" cleaned up", func(ctx context.Context) (bool, error) {
 		mc := &dbfleetv1alpha1.MemberCluster{}
 		if err := f.hub.Get(ctx, client.ObjectKey{Name: lost}, mc); err != nil {

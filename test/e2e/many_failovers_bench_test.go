@@ -16,12 +16,13 @@ import (
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 )
 
-// TestTenDatabasesFailingOver is TestFailoverUnderWrites's FrozenAgentRequired case for ten
+// TestTenDatabasesFailingOver is TestFailoverUnderWrites's PartitionedRequired case for ten
 // databases at once: each with its primary in central (spec.primary.preferredClusters), a standby
 // in each other member, synchronous ANY 1 required, failover.cluster.purgeMode Never, and a writer
-// of its own (numbered rows through readWrite, a direct write on every instance). Central's agent
-// is frozen (SIGSTOP); every database must get a new primary at epoch + 1 in another member and
-// take writes again; then the agent is thawed and every old primary must rejoin as a standby. Per
+// of its own (numbered rows through readWrite, a direct write on every instance). Central is
+// partitioned (localfed partition); every database must get a new primary at epoch + 1 in another
+// member and take writes again; then the partition heals and every old primary must rejoin as a
+// standby. Per
 // database it asserts what failoverUnderWrites asserts (no overlapping write windows, no
 // acknowledged row lost, epoch + 1, the old primary converging to the new primary's rows) and
 // logs the write gap; then p50/max of the gaps and the machine's load. A benchmark: `make
@@ -120,11 +121,10 @@ func TestTenDatabasesFailingOver(t *testing.T) {
 
 	load := watchLoad()
 	cpu := readCPU()
-	inject, heal := freeze(lost)
 	sw := newStopwatch(t)
-	inject(t)
+	heal := fed.partitionForReal(t, lost)
 	loadAtFault := loadLine()
-	sw.lap(lost + ": agent frozen (SIGSTOP); load " + loadAtFault)
+	sw.lap(lost + ": partitioned (iptables); load " + loadAtFault)
 
 	// pending names the databases cond does not yet hold for, so a timeout says which.
 	pending := func(ctx context.Context, cond func(ctx context.Context, r *run) (bool, error)) (bool, error) {
@@ -187,7 +187,7 @@ func TestTenDatabasesFailingOver(t *testing.T) {
 	loadAfter := loadLine()
 
 	heal(t)
-	sw.lap(lost + " thawed")
+	sw.lap(lost + " healed")
 	await(t, 4*time.Minute, "every old primary streaming from its new primary", func(ctx context.Context) (bool, error) {
 		return pending(ctx, func(ctx context.Context, r *run) (bool, error) {
 			return rejoined(ctx, sw, r.dbc, lost, r.oldPrimary, r.newPrimary.Epoch)

@@ -16,12 +16,14 @@ import (
 	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
-// TestPartitionedPrimary cuts the primary member's agent (central) off the hub while it keeps
-// running against its member. The agent must fence its primary (relabel it fenced, stop renewing
-// the primary Lease) before the hub promotes another member at epoch + 1. Throughout, watches on
-// every member's Pods and primary Lease check that there is no instant with two unfenced
-// primaries holding unexpired Leases, and that the Lease terms of different members never
-// overlap. When the link heals, central is cleaned up like a returning member.
+// TestPartitionedPrimary partitions the primary's member (central: its pods cut from the other
+// members' pods and its agent from the hub, localfed partition) while its agent and pods keep
+// running against its own API server. The primary no longer hears its standbys, so its failsafe
+// does not keep it: the agent must fence it (relabel it fenced, stop renewing the primary Lease)
+// before the hub promotes another member at epoch + 1. Throughout, watches on every member's Pods
+// and primary Lease check that there is no instant with two unfenced primaries holding unexpired
+// Leases, and that the Lease terms of different members never overlap. When the partition heals,
+// central is cleaned up like a returning member.
 func TestPartitionedPrimary(t *testing.T) {
 	fed.requireHealthy(t)
 	const ns, cut = "partition", "central"
@@ -38,8 +40,8 @@ func TestPartitionedPrimary(t *testing.T) {
 
 	watch := watchPrimaries(t, dbc, cut, primaryPod)
 	sw := newStopwatch(t)
-	fed.partition(t, cut)
-	sw.lap("central's agent cut off the hub (it keeps running)")
+	heal := fed.partitionForReal(t, cut)
+	sw.lap("central partitioned (its agent keeps running)")
 	await(t, 2*time.Minute, "fencing and promotion", func(ctx context.Context) (bool, error) {
 		s, err := fed.share(ctx, cut, ns, dbc.Name)
 		if err != nil {
@@ -63,8 +65,8 @@ func TestPartitionedPrimary(t *testing.T) {
 	})
 	fed.awaitFailover(t, sw, dbc, before, cut)
 
-	fed.proxies[cut].Heal()
-	sw.lap("link healed")
+	heal(t)
+	sw.lap("partition healed")
 	await(t, 2*time.Minute, cut+" cleaned up", func(ctx context.Context) (bool, error) {
 		err := fed.converged(ctx, dbc)
 		return err == nil, err

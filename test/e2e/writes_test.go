@@ -27,49 +27,45 @@ import (
 // writer that inserts numbered rows through status.endpoints.readWrite and, at the same time,
 // straight into every instance, and then breaks the primary's member:
 //
-//   - FrozenAgentRequired: its agent frozen (SIGSTOP) while its pods, kubelet and API server run
-//     on; synchronous replication ANY 1 of the standbys in the other two members, required.
-//   - AgentCutOffRequired: its agent cut off the hub (the link through the test's proxy) while
-//     it runs on against its member; the same replication.
-//   - APIServerStoppedRequired: its API server stopped (the agent, the kubelet and the instances
-//     run on but see nothing); the same replication.
-//   - FrozenAgentAsync: the agent frozen, asynchronous replication.
 //   - PartitionedRequired: its pods cut from the other members' pods, both ways, and its agent
-//     from the hub, by iptables rules (localfed partition); required replication.
+//     from the hub, by iptables rules (localfed partition); synchronous replication ANY 1 of the
+//     standbys in the other two members, required.
+//   - PartitionedAsync: the same partition, asynchronous replication.
+//   - MemberKilledRequired: the whole member killed at once; required.
+//   - LaggingStandbyRequired: a standby of another member lagging by many megabytes, then the
+//     partition; required.
 //   - SwitchoverRequired: no fault, a planned switchover (the first preferred cluster changed) under
 //     required replication: the old primary hands its final LSN to the new one.
 //   - AgentClockAheadRequired: its agent restarted with its clock an hour ahead; the primary
-//     instance refuses the Lease it renews and fences, the agent reports ClockSkew, and the hub
-//     moves the primary off that member by a planned switchover.
+//     instance refuses the Lease it renews, the agent reports ClockSkew, and the hub moves the
+//     primary off that member by a planned switchover.
 //
-// The primary's instance manager must stop taking writes on its own (no Lease renewal reaches
-// it) before the hub promotes a standby at epoch + 1. Then: the windows in which instances
-// accepted writes do not overlap; with required every acknowledged row is on the new primary,
-// asynchronously the rows lost are counted; and once the fault heals the old primary rewinds,
-// follows the new one as a standby and converges to the new primary's rows. The write gap the
-// client saw is logged (docs/performance.md).
+// A fault of the control plane alone (an agent frozen or cut off the hub, an API server stopped)
+// fails nothing over: TestWritesGoOnWithoutTheControlPlane. Here the primary's instance manager
+// must stop taking writes on its own (it hears no standby, and no Lease renewal reaches it) before
+// the hub promotes a standby, silent for contract.PromotionSilence, at epoch + 1. Then: the windows
+// in which instances accepted writes do not overlap; with required every acknowledged row is on
+// the new primary, asynchronously the rows lost are counted; and once the fault heals the old
+// primary rewinds, follows the new one as a standby and converges to the new primary's rows. The
+// write gap the client saw is logged (docs/performance.md).
 func TestFailoverUnderWrites(t *testing.T) {
-	stopAPIServer := func(member string) (inject, heal func(t *testing.T)) {
-		return func(t *testing.T) { fed.stop(t, layout.APIServer(member)) },
-			func(t *testing.T) { fed.start(t, layout.APIServer(member)) }
-	}
 	// kill is the whole member killed at once (localfed kill: SIGKILL to its API server,
 	// controller manager, scheduler, agent, kubelet, containerd and every container of its
 	// node); heal starts its components again, API server first, and the kubelet its pods.
 	kill := func(member string) (inject, heal func(t *testing.T)) {
 		return func(t *testing.T) { fed.kill(t, member) }, func(t *testing.T) { fed.revive(t, member) }
 	}
-	// lagThenFreeze makes a standby of another member lag by many megabytes (its replay paused,
-	// then 64 MB written), then freezes the primary's agent: a failover while a standby lags.
-	// The standby's replay resumes once the hub has promoted a new primary (a standby whose
-	// replay is paused cannot follow a new timeline, and the new primary's commits may wait for
-	// it); heal thaws the agent.
-	lagThenFreeze := func(ns string) func(string) (inject, heal func(t *testing.T)) {
+	// lagThenPartition makes a standby of another member lag by many megabytes (its replay
+	// paused, then 64 MB written), then partitions the primary's member: a failover while a
+	// standby lags. The standby's replay resumes once the hub has promoted a new primary (a
+	// standby whose replay is paused cannot follow a new timeline, and the new primary's commits
+	// may wait for it); heal removes the partition.
+	lagThenPartition := func(ns string) func(string) (inject, heal func(t *testing.T)) {
 		return func(member string) (inject, heal func(t *testing.T)) {
-			freezeAgent, thaw := freeze(member)
+			var healFn func(t *testing.T)
 			return func(t *testing.T) {
 				lagging, resume := lagAStandby(t, ns, "ledger", member, 32<<20)
-				freezeAgent(t)
+				healFn = fed.partitionForReal(t, member)
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 				done := make(chan struct{})
 				go func() {
@@ -85,13 +81,8 @@ func TestFailoverUnderWrites(t *testing.T) {
 					}
 				}()
 				t.Cleanup(func() { cancel(); <-done })
-			}, thaw
+			}, func(t *testing.T) { healFn(t) }
 		}
-	}
-	// cutOff cuts the member's agent off the hub (its connections through the test's proxy
-	// dropped, new ones refused) while it, its pods and its API server run on.
-	cutOff := func(member string) (inject, heal func(t *testing.T)) {
-		return func(t *testing.T) { fed.partition(t, member) }, func(*testing.T) { fed.proxies[member].Heal() }
 	}
 	// partitioned cuts the member off for real: its pods from every other member's pods and its
 	// agent from the hub, by iptables rules (localfed partition); heal removes them.
@@ -144,13 +135,10 @@ func TestFailoverUnderWrites(t *testing.T) {
 		fault            func(member string) (inject, heal func(t *testing.T))
 		what             string
 	}{
-		{"FrozenAgentRequired", "frozen-required", "central", required, freeze, "agent frozen (SIGSTOP); its pods, kubelet and API server run on"},
-		{"AgentCutOffRequired", "cutoff-required", "east", required, cutOff, "agent cut off the hub; it, its pods and its API server run on"},
-		{"APIServerStoppedRequired", "apiserver-required", "west", required, stopAPIServer, "API server stopped; its agent, kubelet and pods run on"},
-		{"FrozenAgentAsync", "frozen-async", "east", nil, freeze, "agent frozen (SIGSTOP), asynchronous replication"},
 		{"PartitionedRequired", "partitioned-required", "central", required, partitioned, "partitioned: its pods cut from the other members' pods and its agent from the hub (iptables)"},
+		{"PartitionedAsync", "partitioned-async", "east", nil, partitioned, "partitioned (iptables), asynchronous replication"},
 		{"MemberKilledRequired", "killed-required", "east", required, kill, "the whole member killed (API server, agent, kubelet, containerd and every container: SIGKILL)"},
-		{"LaggingStandbyRequired", "lagging-required", "west", required, lagThenFreeze("lagging-required"), "a standby lagging by many megabytes (replay paused, 64 MB written), then the agent frozen (SIGSTOP)"},
+		{"LaggingStandbyRequired", "lagging-required", "west", required, lagThenPartition("lagging-required"), "a standby lagging by many megabytes (replay paused, 64 MB written), then the member partitioned (iptables)"},
 		{"SwitchoverRequired", "switchover-required", "central", required, switchTo("switchover-required", "west"), "switchover to west asked (spec.primary.preferredClusters)"},
 		{"AgentClockAheadRequired", "clock-ahead-required", "west", required, clockAhead, "agent restarted with its clock an hour ahead (--clock-offset=1h)"},
 	}

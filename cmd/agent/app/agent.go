@@ -149,9 +149,19 @@ func (o *agentOptions) managerOptions(s *runtime.Scheme) ctrl.Options {
 		HealthProbeBindAddress: o.manager.HealthProbeBindAddress,
 		PprofBindAddress:       o.manager.PprofBindAddress,
 		Controller: config.Controller{MaxConcurrentReconciles: o.manager.ConcurrentReconciles,
-			ReconciliationTimeout: options.ReconcileTimeout},
+			ReconciliationTimeout: passTimeout(o.fenceAfter)},
 		Cache: agent.HubCache(o.clusterName),
 	}
+}
+
+// passTimeout bounds each reconcile of the agent's controllers. A pass that waits on a hub it
+// cannot reach (a partition drops its packets: nothing refuses them) holds its share, and no
+// other pass of that share judges its fence before it gives up; with the minute a hub controller
+// gets, the agent fenced a partitioned primary 30 s late in the end-to-end suite. A third of
+// fenceAfter (5 s by default), and never under 3 s, which a healthy pass on a busy machine needs
+// well under.
+func passTimeout(fenceAfter time.Duration) time.Duration {
+	return min(max(fenceAfter/3, 3*time.Second), options.ReconcileTimeout)
 }
 
 // run wires the agent: a multicluster manager whose local cluster is the hub (its cache limited

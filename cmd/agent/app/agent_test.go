@@ -57,15 +57,15 @@ func TestAgentFlagsReachTheManager(t *testing.T) {
 	if got := o.managerOptions(nil).Controller.MaxConcurrentReconciles; got != options.AgentConcurrentReconciles {
 		t.Errorf("default MaxConcurrentReconciles = %d, want %d", got, options.AgentConcurrentReconciles)
 	}
-	if err := fs.Parse([]string{"--concurrent-reconciles=7", "--pprof-bind-address=127.0.0.1:6061"}); err != nil {
+	if err := fs.Parse([]string{"--concurrent-reconciles=7", "--pprof-bind-address=127.0.0.1:6061", "--fence-after=30s"}); err != nil {
 		t.Fatal(err)
 	}
 	mo := o.managerOptions(nil)
 	if mo.Controller.MaxConcurrentReconciles != 7 {
 		t.Errorf("MaxConcurrentReconciles = %d, want 7 from --concurrent-reconciles", mo.Controller.MaxConcurrentReconciles)
 	}
-	if mo.Controller.ReconciliationTimeout != options.ReconcileTimeout {
-		t.Errorf("ReconciliationTimeout = %s, want %s: a pass waiting on a dead connection would hold its worker", mo.Controller.ReconciliationTimeout, options.ReconcileTimeout)
+	if mo.Controller.ReconciliationTimeout != 10*time.Second {
+		t.Errorf("ReconciliationTimeout = %s, want 10s from --fence-after=30s: a pass waiting on a dead connection would hold its share", mo.Controller.ReconciliationTimeout)
 	}
 	if mo.PprofBindAddress != "127.0.0.1:6061" {
 		t.Errorf("PprofBindAddress = %q, want 127.0.0.1:6061 from --pprof-bind-address", mo.PprofBindAddress)
@@ -106,5 +106,20 @@ current-context: m
 	}
 	if cfg.QPS != 50 || cfg.Burst != 60 {
 		t.Errorf("member limit %v/%d, want 50/60 from --member-kube-api-qps/-burst, not the hub's --kube-api-qps", cfg.QPS, cfg.Burst)
+	}
+}
+
+// A pass gives up well before a fence deadline, so a pass stuck on an unreachable hub does not
+// hold its share's fence back for the minute the hub's controllers get.
+func TestAgentPassTimeoutFollowsFenceAfter(t *testing.T) {
+	for _, tc := range []struct{ fenceAfter, want time.Duration }{
+		{15 * time.Second, 5 * time.Second},
+		{8 * time.Second, 3 * time.Second},
+		{time.Second, 3 * time.Second},
+		{10 * time.Minute, options.ReconcileTimeout},
+	} {
+		if got := passTimeout(tc.fenceAfter); got != tc.want {
+			t.Errorf("passTimeout(%s) = %s, want %s", tc.fenceAfter, got, tc.want)
+		}
 	}
 }

@@ -13,13 +13,15 @@ import (
 	"github.com/dbfleet/dbfleet/pkg/specs"
 )
 
-// onFailsafe says the share's primary instance answers, now, that it takes writes on its failsafe
-// at the share's epoch: its Lease can no longer be renewed, and it hears every standby of its
-// membership. The agent then does not fence it (the pod relabelled fenced would stop it): the
-// instance stops on its own, before a standby may promote, should one fall silent
-// (docs/failover.md, "Failsafe and promotion from silence"). Read afresh, not from the last
-// pass: the instance turns to its failsafe FenceSafety before the agent's own deadline. Any
-// doubt (no answer, another epoch) says no, and the agent fences as before.
+// onFailsafe says the share's primary instance answers, now, that it hears every standby of its
+// membership at the share's epoch: it takes writes on its failsafe (its Lease can no longer be
+// renewed), or will the moment its Lease runs out, which falls at about the agent's own deadline
+// (both count fenceAfter from the same hub renewal). The agent then does not fence it (the pod
+// relabelled fenced would stop it): the instance stops on its own, before a standby may promote,
+// should one fall silent (docs/failover.md, "Failsafe and promotion from silence"), and the
+// agent asks again within failsafeRecheck. Read afresh, not from the last pass. Any doubt (no
+// answer, another epoch, an instance without the failsafe, which reports none) says no, and the
+// agent fences as before.
 func (r *Reconciler) onFailsafe(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase) bool {
 	if !r.instanceManaged(mdb) {
 		return false
@@ -38,7 +40,7 @@ func (r *Reconciler) onFailsafe(ctx context.Context, member client.Client, mdb *
 		}
 		in, err := readInstance(ctx, c, t.url, r.now)
 		ok := err == nil && in.Role == dbfleetv1alpha1.InstanceRunningPrimary && in.Epoch == mdb.Spec.Epoch &&
-			in.Failsafe != nil && in.Failsafe.Active
+			in.Failsafe != nil && (in.Failsafe.Active || len(in.Failsafe.Unheard) == 0)
 		if ok {
 			ctrl.LoggerFrom(ctx).V(1).Info("Not fencing: the primary takes writes on its failsafe", "pod", t.pod, "members", in.Failsafe.Members)
 		}

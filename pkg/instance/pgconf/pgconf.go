@@ -7,7 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
+
+// WALReceiverTimeout is the standbys' wal_receiver_timeout: how soon a standby whose primary
+// vanished without a reset (its node lost, its network cut) notices, and its silence, which a
+// failover waits for, starts.
+const WALReceiverTimeout = 5 * time.Second
 
 // File names inside the data directory.
 const (
@@ -90,11 +96,11 @@ func Write(dir string, s Settings, a Auth, owner *Owner) error {
 		// primary is unreachable.
 		{"wal_retrieve_retry_interval", "'250ms'"},
 		// A standby whose primary vanished (its node lost, its network cut: no reset arrives)
-		// notices within 5 s, not 60: its silence, which a failover waits for, starts only
-		// once its walreceiver is gone. A live primary writes every 500 ms (the manager's
+		// notices within WALReceiverTimeout, not 60 s: its silence, which a failover waits
+		// for, starts only once its walreceiver is gone. A live primary writes every 500 ms (the manager's
 		// write check) and the standby pings it after 2.5 s without data, so only a primary
 		// stalled that long costs a reconnection.
-		{"wal_receiver_timeout", "'5s'"},
+		{"wal_receiver_timeout", fmt.Sprintf("'%ds'", int(WALReceiverTimeout.Seconds()))},
 		{"logging_collector", "off"},
 		{"log_destination", "'stderr'"},
 	} {

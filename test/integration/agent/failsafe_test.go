@@ -21,9 +21,11 @@ import (
 )
 
 // An agent that loses the hub does not fence a primary whose instance answers, at the agent's
-// deadline, that it takes writes on its failsafe (it hears every standby): relabelling the pod
-// fenced would stop the very writes the failsafe keeps going. The share reports the failsafe.
-// Once the instance says it is no longer on it, the agent fences as before.
+// deadline, that it hears every standby: it takes writes on its failsafe, or will the moment its
+// Lease runs out (the agent's deadline and the Lease's fall together; in the end-to-end suite the
+// agent asked first and fenced). Relabelling the pod fenced would stop the very writes the
+// failsafe keeps going. The share reports the failsafe. Once the instance says a standby is
+// unheard, the agent fences as before.
 func TestAgentDoesNotFenceAPrimaryOnItsFailsafe(t *testing.T) {
 	const fenceAfter = 15 * time.Second
 	clock := clocktesting.NewFakeClock(time.Now())
@@ -33,18 +35,28 @@ func TestAgentDoesNotFenceAPrimaryOnItsFailsafe(t *testing.T) {
 
 	s := newShare(t, 2, 0, dbfleetv1alpha1.RolePrimary)
 	sts := s.waitSTS("StatefulSet", func(*appsv1.StatefulSet) bool { return true })
-	status := func(active bool) string {
-		return fmt.Sprintf(`{"pod":"%s-0","role":"primary","epoch":1,"promotedEpoch":1,"ready":true,"failsafe":{"active":%t,"members":["%s-1"]}}`, s.db, active, s.db)
+	status := func(active bool, unheard string) string {
+		return fmt.Sprintf(`{"pod":"%s-0","role":"primary","epoch":1,"promotedEpoch":1,"ready":true,"failsafe":{"active":%t,"members":["%s-1"],"unheard":[%s]}}`,
+			s.db, active, s.db, unheard)
 	}
-	primary := newInstanceServer(t, status(false))
+	primary := newInstanceServer(t, status(false, ""))
 	standby := newInstanceServer(t, fmt.Sprintf(`{"pod":"%s-1","role":"standby","epoch":1,"ready":true,"streaming":true,"primarySilenceSeconds":0}`, s.db))
 	s.runInstancePod(sts, 0, primary)
 	s.runInstancePod(sts, 1, standby)
 	s.eventually("primary labelled", func() bool { return s.podRole(s.db+"-0") == contract.PodRolePrimary })
 
-	// The hub goes silent; the instance's Lease runs out and it turns to its failsafe.
-	primary.set(status(true))
+	// The hub goes silent. At the agent's deadline the instance's Lease has not quite run out,
+	// but it hears its standby: its failsafe will take over.
 	clock.Step(fenceAfter + time.Second)
+	s.touch(nil)
+	read := primary.reads.Load()
+	s.eventually("passes past the deadline, the Lease not yet out", func() bool { return primary.reads.Load() >= read+3 })
+	if role := s.podRole(s.db + "-0"); role != contract.PodRolePrimary {
+		t.Fatalf("a primary that hears every standby was fenced at the agent's deadline: pod role %s", role)
+	}
+
+	// Its Lease runs out and it turns to its failsafe.
+	primary.set(status(true, ""))
 	s.touch(nil)
 	got := s.waitMDB("the failsafe reported", func(m *dbfleetv1alpha1.MemberDatabase) bool {
 		for _, in := range m.Status.Instances {
@@ -55,7 +67,7 @@ func TestAgentDoesNotFenceAPrimaryOnItsFailsafe(t *testing.T) {
 		return false
 	})
 	// Several passes, each reading the primary, each of which would have fenced.
-	read := primary.reads.Load()
+	read = primary.reads.Load()
 	s.eventually("passes past the deadline", func() bool { return primary.reads.Load() >= read+6 })
 	cur := &appsv1.StatefulSet{}
 	if err := east.Client.Get(s.ctx, client.ObjectKeyFromObject(sts), cur); err != nil {
@@ -66,8 +78,8 @@ func TestAgentDoesNotFenceAPrimaryOnItsFailsafe(t *testing.T) {
 		t.Fatalf("a primary on its failsafe was fenced: pod role %s, fenced epoch %q", role, cur.Annotations[specs.AnnotationFencedEpoch])
 	}
 
-	// One of its standbys fell silent: the instance is no longer on its failsafe. The agent fences.
-	primary.set(status(false))
+	// Its standby fell silent: the instance is no longer on its failsafe. The agent fences.
+	primary.set(status(false, fmt.Sprintf("%q", s.db+"-1")))
 	s.touch(nil)
 	s.eventually("fenced", func() bool {
 		_ = east.Client.Get(s.ctx, client.ObjectKeyFromObject(sts), cur)
@@ -91,10 +103,11 @@ func TestAgentDoesNotFenceAFailsafePrimaryForALapsedLease(t *testing.T) {
 
 	s := newShare(t, 2, 0, dbfleetv1alpha1.RolePrimary)
 	sts := s.waitSTS("StatefulSet", func(*appsv1.StatefulSet) bool { return true })
-	status := func(active bool) string {
-		return fmt.Sprintf(`{"pod":"%s-0","role":"primary","epoch":1,"promotedEpoch":1,"ready":true,"failsafe":{"active":%t,"members":["%s-1"]}}`, s.db, active, s.db)
+	status := func(active bool, unheard string) string {
+		return fmt.Sprintf(`{"pod":"%s-0","role":"primary","epoch":1,"promotedEpoch":1,"ready":true,"failsafe":{"active":%t,"members":["%s-1"],"unheard":[%s]}}`,
+			s.db, active, s.db, unheard)
 	}
-	primary := newInstanceServer(t, status(true))
+	primary := newInstanceServer(t, status(true, ""))
 	standby := newInstanceServer(t, fmt.Sprintf(`{"pod":"%s-1","role":"standby","epoch":1,"ready":true,"streaming":true,"primarySilenceSeconds":0}`, s.db))
 	s.runInstancePod(sts, 0, primary)
 	s.runInstancePod(sts, 1, standby)
@@ -116,7 +129,7 @@ func TestAgentDoesNotFenceAFailsafePrimaryForALapsedLease(t *testing.T) {
 		t.Fatalf("a primary on its failsafe was fenced for its lapsed Lease: Fenced %+v, pod role %s", c, s.podRole(s.db+"-0"))
 	}
 
-	primary.set(status(false))
+	primary.set(status(false, fmt.Sprintf("%q", s.db+"-1")))
 	s.touch(nil)
 	s.waitMDB("fenced for the lapse", func(m *dbfleetv1alpha1.MemberDatabase) bool {
 		c := meta.FindStatusCondition(m.Status.Conditions, dbfleetv1alpha1.ConditionFenced)

@@ -22,9 +22,6 @@ func TestFailsafePrimaryWritesOnWhileItHearsEveryStandby(t *testing.T) {
 	east := newProc(ctx, t, "failsafe-0", "failsafe-east", "east")
 	west := newProc(ctx, t, "failsafe-1", "failsafe-west", "west")
 	south := newProc(ctx, t, "failsafe-2", "failsafe-south", "south")
-	for _, p := range []*proc{east, west, south} {
-		p.args = []string{"--failsafe"}
-	}
 	createPod(ctx, t, east.namespace, east.pod, contract.PodRolePrimary, 1, east.endpoint(), west.pod+","+south.pod)
 	createPod(ctx, t, west.namespace, west.pod, contract.PodRoleReplica, 1, east.endpoint(), "")
 	createPod(ctx, t, south.namespace, south.pod, contract.PodRoleReplica, 1, east.endpoint(), "")
