@@ -13,12 +13,12 @@ import (
 )
 
 type demo struct {
-	f      *federation
-	t      timings
+	f *federation
+	t timings
 	// stoppedAgent is the agent the demo stopped and has not started again; partitioned the
 	// member it partitioned and has not healed: cleanup restores both.
 	stoppedAgent, partitioned string
-	writer *writer // the demo's client, from step 3
+	writer                    *writer // the demo's client, from step 3
 }
 
 func main() {
