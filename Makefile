@@ -95,6 +95,17 @@ bench-replication: k8s-bins images ## Replication lag under pgbench (async and s
 	@mkdir -p _output
 	DBFLEET_E2E_BENCH=1 $(GO) test -count=1 -timeout 45m -run '$(BENCH_REPLICATION_RUN)' -v ./test/e2e/ | tee _output/bench-replication.log | grep -E 'FIGURE|^(--- |ok|FAIL)'
 
+# Five healthy databases on real nodes while stress-ng holds the machine at a load average of at
+# least 20 for 10 minutes (BUSY_FOR): primaries fenced and epoch changes, target 0 and 0 (the e2e
+# suite's TestHealthyPrimariesOnABusyMachine, which skips unless DBFLEET_E2E_BENCH=1).
+BUSY_FOR ?= 10m
+
+.PHONY: bench-busy
+bench-busy: k8s-bins images ## Five healthy databases on a machine held at load average 20+ for BUSY_FOR (10m): fencings and epoch changes (target 0); FIGURE line, log in _output/.
+	@mkdir -p _output
+	@command -v stress-ng >/dev/null || apt-get install -y -q stress-ng
+	DBFLEET_E2E_BENCH=1 DBFLEET_E2E_BUSY_FOR=$(BUSY_FOR) $(GO) test -count=1 -timeout 60m -run 'TestHealthyPrimariesOnABusyMachine' -v ./test/e2e/ | tee _output/bench-busy.log | grep -E 'FIGURE|fenced|^(--- |ok|FAIL)'
+
 # make bench-latency: apply → StatefulSets → Available on a local federation with kwok nodes (its own
 # state directory, _output/bench-latency/fed, brought up and down); BENCH_LATENCY_FLAGS="--one 20 --burst 20".
 BENCH_LATENCY_FLAGS ?=

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sync"
@@ -95,8 +96,8 @@ func run(m *testing.M) int {
 	return code
 }
 
-// buildBinaries builds hub, agent and localfed from the checkout into bin, and links bin/k8s to
-// the Kubernetes binaries and bin/images to the node images (make images), the layout
+// buildBinaries builds hub, agent and localfed from the checkout into bin, links bin/k8s to the
+// Kubernetes binaries and puts the node images in bin/images (nodeImages), the layout
 // `localfed up --bin` expects.
 func buildBinaries(bin string) error {
 	if err := framework.Build(bin, "./cmd/hub", "./cmd/agent", "./hack/localfed"); err != nil {
@@ -113,12 +114,34 @@ func buildBinaries(bin string) error {
 	if err != nil {
 		return err
 	}
-	images := filepath.Join(framework.RepoRoot(), "bin", "images")
-	if _, err := os.Stat(filepath.Join(images, "postgres-15.tar")); err != nil {
-		return fmt.Errorf("the node images are not in %s (run `make images`): %w", images, err)
-	}
-	if err := os.Symlink(images, filepath.Join(bin, "images")); err != nil {
+	if err := nodeImages(filepath.Join(bin, "images")); err != nil {
 		return err
 	}
 	return os.Symlink(k8s, filepath.Join(bin, "k8s"))
+}
+
+// nodeImages fills dir with the node images: pause, postgres-15 and hub linked from bin/images
+// (make images: they change with the machine's packages, not with this checkout), and the agent
+// image, which carries dbfleet-instance into every postgres pod, built afresh from the checkout.
+// A stale agent image from bin/images once ran a whole suite with the instance manager of an
+// earlier commit.
+func nodeImages(dir string) error {
+	images := filepath.Join(framework.RepoRoot(), "bin", "images")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, name := range []string{"pause.tar", "postgres-15.tar", "hub.tar"} {
+		if _, err := os.Stat(filepath.Join(images, name)); err != nil {
+			return fmt.Errorf("the node images are not in %s (run `make images`): %w", images, err)
+		}
+		if err := os.Symlink(filepath.Join(images, name), filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	cmd := exec.Command("go", "run", "./hack/images", "--out", dir, "--only", "agent")
+	cmd.Dir = framework.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build the agent image: %w\n%s", err, out)
+	}
+	return nil
 }
