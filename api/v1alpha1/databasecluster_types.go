@@ -353,6 +353,9 @@ const (
 	// ReasonEvictionRateLimited (True): the primary's move waits for the hub-wide eviction rate
 	// limit to let its shares go.
 	ReasonEvictionRateLimited = "EvictionRateLimited"
+	// ReasonEvictionsPaused (True): so many member clusters are not Ready at once that the hub
+	// pauses every eviction for failure, the primary's move included (--unhealthy-cluster-threshold).
+	ReasonEvictionsPaused = "EvictionsPaused"
 	// ReasonPromoted (True): a new primary was promoted and is not ready yet.
 	ReasonPromoted = "Promoted"
 	// ReasonFailoverComplete (False): the new primary is ready.

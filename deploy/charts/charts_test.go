@@ -133,6 +133,7 @@ var hubRunFlags = map[string]struct{ set, arg string }{
 	"default-unreachable-toleration": {"hub.defaultUnreachableToleration=30s", "--default-unreachable-toleration=30s"},
 	"eviction-rate":                  {"hub.evictionRate=0", "--eviction-rate=0"},
 	"eviction-burst":                 {"hub.evictionBurst=7", "--eviction-burst=7"},
+	"unhealthy-cluster-threshold":    {"hub.unhealthyClusterThreshold=0.8", "--unhealthy-cluster-threshold=0.8"},
 	"controllers":                    {"hub.controllers={*,-push}", "--controllers=*,-push"},
 	"graceful-shutdown-timeout":      {"hub.gracefulShutdownTimeout=50s", "--graceful-shutdown-timeout=50s"},
 	"zap-devel":                      {"hub.log.development=true", "--zap-devel"},

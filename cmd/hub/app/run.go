@@ -85,8 +85,9 @@ func newRunOptions() *runOptions {
 		retryPeriod:             2 * time.Second,
 		gracefulShutdownTimeout: 30 * time.Second,
 		controllers:             []string{"*"},
-		hub:                     hub.Config{ClusterGracePeriod: 20 * time.Second, HeartbeatStatusInterval: 5 * time.Minute, EvictionRate: 10, EvictionBurst: 100},
-		defaultToleration:       placement.DefaultTolerationSeconds * time.Second,
+		hub: hub.Config{ClusterGracePeriod: 20 * time.Second, HeartbeatStatusInterval: 5 * time.Minute, EvictionRate: 10, EvictionBurst: 100,
+			UnhealthyClusterThreshold: databasecluster.DefaultUnhealthyClusterThreshold},
+		defaultToleration: placement.DefaultTolerationSeconds * time.Second,
 	}
 }
 
@@ -116,6 +117,8 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 		"Shares per second that may leave failed clusters (cluster and application failover), hub-wide; 0 for no limit. Protects the fleet when many clusters look lost at once.")
 	fs.IntVar(&o.hub.EvictionBurst, "eviction-burst", o.hub.EvictionBurst,
 		"How many shares may leave failed clusters at once before --eviction-rate applies.")
+	fs.Float64Var(&o.hub.UnhealthyClusterThreshold, "unhealthy-cluster-threshold", o.hub.UnhealthyClusterThreshold,
+		"Share of member clusters (0 < x <= 1) that, not Ready at once (and at least 3 of them, or every one), pauses every eviction for failure, the primary's included: the fault is then likelier the hub's own (its API server, its network, every agent at once), and the databases go on meanwhile.")
 	fs.StringSliceVar(&o.controllers, "controllers", o.controllers, fmt.Sprintf(
 		"Controllers to run: '*' for all, 'name' to add one, '-name' to leave one out. Known: %s.",
 		strings.Join(controllers.Names(), ", ")))
@@ -143,6 +146,9 @@ func (o *runOptions) validate() error {
 	}
 	if o.hub.EvictionRate < 0 {
 		errs = append(errs, fmt.Errorf("--eviction-rate must not be negative, got %g", o.hub.EvictionRate))
+	}
+	if t := o.hub.UnhealthyClusterThreshold; !(t > 0 && t <= 1) {
+		errs = append(errs, fmt.Errorf("--unhealthy-cluster-threshold must be above 0 and at most 1, got %v", t))
 	}
 	if o.hub.EvictionBurst < 1 {
 		errs = append(errs, fmt.Errorf("--eviction-burst must be at least 1, got %d", o.hub.EvictionBurst))

@@ -24,6 +24,8 @@ func TestRunFlagValidation(t *testing.T) {
 		{"fractional toleration", func(o *runOptions) { o.defaultToleration = 1500 * time.Millisecond }, "--default-unreachable-toleration must be whole seconds"},
 		{"negative eviction rate", func(o *runOptions) { o.hub.EvictionRate = -1 }, "--eviction-rate must not be negative"},
 		{"zero eviction burst", func(o *runOptions) { o.hub.EvictionBurst = 0 }, "--eviction-burst must be at least 1"},
+		{"zero unhealthy-cluster threshold", func(o *runOptions) { o.hub.UnhealthyClusterThreshold = 0 }, "--unhealthy-cluster-threshold must be above 0 and at most 1"},
+		{"unhealthy-cluster threshold above 1", func(o *runOptions) { o.hub.UnhealthyClusterThreshold = 1.5 }, "--unhealthy-cluster-threshold must be above 0 and at most 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := newRunOptions()

@@ -38,6 +38,9 @@ type Reconciler struct {
 	DefaultTolerationSeconds *int64
 	// EvictionLimiter bounds how fast shares leave failed clusters, hub-wide; nil: no limit.
 	EvictionLimiter *rate.Limiter
+	// UnhealthyClusterThreshold is the share of member clusters not Ready at once that pauses
+	// evictions for failure (disruption); 0: DefaultUnhealthyClusterThreshold.
+	UnhealthyClusterThreshold float64
 
 	// evictionGrants remembers the databases let through EvictionLimiter in the last
 	// evictionGrantTTL (types.NamespacedName → time.Time), so that a reconcile that took tokens

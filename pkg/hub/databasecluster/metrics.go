@@ -46,6 +46,10 @@ var (
 		Name: "dbfleet_hub_evictions_delayed_total",
 		Help: "Placements held back by the eviction rate limit (--eviction-rate, --eviction-burst).",
 	})
+	evictionsPaused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dbfleet_hub_evictions_paused_total",
+		Help: "Placements held back because too many member clusters were not Ready at once (--unhealthy-cluster-threshold).",
+	})
 	readyReplicas = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "dbfleet_databasecluster_ready_replicas",
 		Help: "Ready replicas of a DatabaseCluster across the fleet, as aggregated by the hub.",
@@ -58,7 +62,7 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(schedulingSeconds, decisions, memberDatabaseWrites, statusWrites, staleReads, promotions, failoverSeconds,
-		evictions, evictionsDelayed, readyReplicas, desiredReplicas)
+		evictions, evictionsDelayed, evictionsPaused, readyReplicas, desiredReplicas)
 }
 
 func recordReadiness(dbc *dbfleetv1alpha1.DatabaseCluster) {

@@ -41,6 +41,16 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 	s.failover.pendingSwitchover = out.PendingSwitchover
 
 	move := primaryMoveOf(s, planned, out, in)
+	if out.FailureEvictions() > 0 {
+		if why := disruption(s.members, r.unhealthyClusterThreshold()); why != "" {
+			evictionsPaused.Inc()
+			r.Recorder.Eventf(s.dbc, nil, corev1.EventTypeWarning, "EvictionsPaused", "Evict", "%s", why)
+			if move != nil {
+				s.failover.hold(dbfleetv1alpha1.ReasonEvictionsPaused, fmt.Sprintf("the primary stays on %s: %s", move.from, why))
+			}
+			return soonest(disruptionRecheck, requeue), nil
+		}
+	}
 	if move != nil {
 		if h := r.gate(ctx, s, move, planned, now); h != nil {
 			move.holdOn(s, h)
@@ -63,6 +73,14 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 	r.adopt(s, planned, out, move)
 	r.recordDecision(s.dbc, before, out, move)
 	return requeue, nil
+}
+
+// unhealthyClusterThreshold is UnhealthyClusterThreshold, or its default.
+func (r *Reconciler) unhealthyClusterThreshold() float64 {
+	if r.UnhealthyClusterThreshold > 0 {
+		return r.UnhealthyClusterThreshold
+	}
+	return DefaultUnhealthyClusterThreshold
 }
 
 // schedulingInputs is what scheduling decides from besides the DatabaseCluster and the members.

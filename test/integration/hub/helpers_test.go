@@ -60,8 +60,36 @@ func newFixture(t *testing.T) *fixture {
 		defer close(done)
 		f.cleanUpAsAgents(ctx)
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); <-done; f.removeMembers() })
 	return f
+}
+
+// removeMembers deletes the fixture's MemberClusters once its test is done (and its hub
+// stopped), finalizers and all. The hub counts every MemberCluster when it judges how many are
+// down at once (--unhealthy-cluster-threshold): the lost clusters of earlier tests would pause
+// the evictions of later ones.
+func (f *fixture) removeMembers() {
+	f.mu.Lock()
+	clusters := slices.Clone(f.clusters)
+	f.mu.Unlock()
+	for _, name := range clusters {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			mc := &dbfleetv1alpha1.MemberCluster{}
+			if err := f.c.Get(context.Background(), client.ObjectKey{Name: name}, mc); err != nil {
+				return client.IgnoreNotFound(err)
+			}
+			if len(mc.Finalizers) > 0 {
+				mc.Finalizers = nil
+				if err := f.c.Update(context.Background(), mc); err != nil {
+					return err
+				}
+			}
+			return client.IgnoreNotFound(f.c.Delete(context.Background(), mc))
+		})
+		if err != nil {
+			f.t.Errorf("remove MemberCluster %s: %v", name, err)
+		}
+	}
 }
 
 // cleanUpAsAgents plays the agents' part in deletion until ctx ends: the hub creates every

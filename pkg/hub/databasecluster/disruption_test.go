@@ -1,0 +1,49 @@
+package databasecluster
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+)
+
+func TestDisruptionPausesEvictionsWhenTooManyClustersAreDown(t *testing.T) {
+	fleet := func(total, down int) map[string]*dbfleetv1alpha1.MemberCluster {
+		out := map[string]*dbfleetv1alpha1.MemberCluster{}
+		for i := range total {
+			status := metav1.ConditionTrue
+			if i < down {
+				status = metav1.ConditionUnknown
+			}
+			out[fmt.Sprintf("c%02d", i)] = &dbfleetv1alpha1.MemberCluster{Status: dbfleetv1alpha1.MemberClusterStatus{
+				Conditions: []metav1.Condition{{Type: dbfleetv1alpha1.ConditionReady, Status: status}}}}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		total, down int
+		paused      bool
+	}{
+		{1, 1, false},  // nowhere to go anyway
+		{2, 1, false},  // one lost: fail over
+		{2, 2, true},   // every cluster: the hub's side
+		{3, 1, false},  // the e2e suite's partitions
+		{3, 2, false},  // two lost of three: below the minimum of 3
+		{3, 3, true},   // every agent stopped
+		{5, 2, false},  // 40%
+		{5, 3, true},   // 60%, 3 clusters
+		{10, 5, false}, // 50%
+		{10, 6, true},  // 60%
+	} {
+		why := disruption(fleet(tc.total, tc.down), DefaultUnhealthyClusterThreshold)
+		if (why != "") != tc.paused {
+			t.Errorf("%d of %d clusters down: paused %t (%q), want %t", tc.down, tc.total, why != "", why, tc.paused)
+		}
+		if tc.paused && !strings.Contains(why, fmt.Sprintf("%d of %d member clusters are not Ready", tc.down, tc.total)) {
+			t.Errorf("%d of %d down: message %q does not say how many", tc.down, tc.total, why)
+		}
+	}
+}
