@@ -41,6 +41,11 @@ type Reconciler struct {
 	// UnhealthyClusterThreshold is the share of member clusters not Ready at once that pauses
 	// evictions for failure (disruption); 0: DefaultUnhealthyClusterThreshold.
 	UnhealthyClusterThreshold float64
+	// DisruptionSettle is how long evictions for failure stay paused after a disruption was
+	// last seen (the hub's --cluster-grace-period).
+	DisruptionSettle time.Duration
+	// disrupted remembers when a disruption was last seen.
+	disrupted disruptionMemory
 
 	// evictionGrants remembers the databases let through EvictionLimiter in the last
 	// evictionGrantTTL (types.NamespacedName → time.Time), so that a reconcile that took tokens

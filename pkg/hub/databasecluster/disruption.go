@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
@@ -58,4 +59,38 @@ func shortList(items []string, n int) string {
 		return strings.Join(items, ", ")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
+}
+
+// disruptionMemory remembers when this hub process last saw a disruption, hub-wide: when it ends,
+// the clusters come back one by one (their agents restart, their links return), and the first
+// back must not draw at once the shares of those a moment behind, whose tolerations ran out long
+// ago (seen in the end-to-end suite: every agent stopped for 2 minutes; the first agent back, its
+// cluster Ready, took the other two clusters' standbys). So evictions for failure stay paused
+// for settle after the disruption was last seen: a cluster still down then has been silent for
+// a whole grace period of its own since. (kube-controller-manager likewise gives nodes a fresh
+// grace period when their zone leaves full disruption.) A restarted hub remembers nothing, and
+// judges the clusters as they are.
+type disruptionMemory struct {
+	mu       sync.Mutex
+	lastSeen time.Time
+}
+
+// note records what disruption said at now and returns why evictions for failure are paused:
+// the disruption itself, or how long it is since it ended (with when to look again); "" when
+// they are not.
+func (d *disruptionMemory) note(why string, now time.Time, settle time.Duration) (string, time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if why != "" {
+		d.lastSeen = now
+		return why, disruptionRecheck
+	}
+	if d.lastSeen.IsZero() {
+		return "", 0
+	}
+	if left := d.lastSeen.Add(settle).Sub(now); left > 0 {
+		return fmt.Sprintf("too many member clusters were not Ready at once until %s ago: evictions for failure stay paused for %s after that (the cluster grace period), so that clusters coming back a moment apart do not take each other's shares",
+			now.Sub(d.lastSeen).Round(time.Second), settle), left
+	}
+	return "", 0
 }

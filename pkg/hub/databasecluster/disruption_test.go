@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -45,5 +46,26 @@ func TestDisruptionPausesEvictionsWhenTooManyClustersAreDown(t *testing.T) {
 		if tc.paused && !strings.Contains(why, fmt.Sprintf("%d of %d member clusters are not Ready", tc.down, tc.total)) {
 			t.Errorf("%d of %d down: message %q does not say how many", tc.down, tc.total, why)
 		}
+	}
+}
+
+// Evictions stay paused for the settle period after a disruption was last seen, so clusters
+// coming back a moment apart do not take each other's shares; then they go on as usual.
+func TestEvictionsStayPausedWhileTheClustersComeBack(t *testing.T) {
+	var d disruptionMemory
+	start := time.Date(2026, 12, 4, 7, 0, 0, 0, time.UTC)
+	const settle = 8 * time.Second
+	if why, _ := d.note("", start, settle); why != "" {
+		t.Fatalf("paused before any disruption: %q", why)
+	}
+	if why, _ := d.note("3 of 3 member clusters are not Ready", start, settle); why == "" {
+		t.Fatal("not paused during a disruption")
+	}
+	why, wait := d.note("", start.Add(3*time.Second), settle)
+	if why == "" || wait != 5*time.Second {
+		t.Errorf("3 s after the disruption: %q, look again in %s; want paused, again in 5s", why, wait)
+	}
+	if why, _ := d.note("", start.Add(settle), settle); why != "" {
+		t.Errorf("a whole settle period after the disruption: still paused: %q", why)
 	}
 }

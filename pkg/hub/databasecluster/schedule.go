@@ -41,15 +41,14 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 	s.failover.pendingSwitchover = out.PendingSwitchover
 
 	move := primaryMoveOf(s, planned, out, in)
-	if out.FailureEvictions() > 0 {
-		if why := disruption(s.members, r.unhealthyClusterThreshold()); why != "" {
-			evictionsPaused.Inc()
-			r.Recorder.Eventf(s.dbc, nil, corev1.EventTypeWarning, "EvictionsPaused", "Evict", "%s", why)
-			if move != nil {
-				s.failover.hold(dbfleetv1alpha1.ReasonEvictionsPaused, fmt.Sprintf("the primary stays on %s: %s", move.from, why))
-			}
-			return soonest(disruptionRecheck, requeue), nil
+	why, wait := r.disrupted.note(disruption(s.members, r.unhealthyClusterThreshold()), now, r.DisruptionSettle)
+	if why != "" && out.FailureEvictions() > 0 {
+		evictionsPaused.Inc()
+		r.Recorder.Eventf(s.dbc, nil, corev1.EventTypeWarning, "EvictionsPaused", "Evict", "%s", why)
+		if move != nil {
+			s.failover.hold(dbfleetv1alpha1.ReasonEvictionsPaused, fmt.Sprintf("the primary stays on %s: %s", move.from, why))
 		}
+		return soonest(wait, requeue), nil
 	}
 	if move != nil {
 		if h := r.gate(ctx, s, move, planned, now); h != nil {

@@ -61,7 +61,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg hub.Config) error {
 		seconds := int64(*t / time.Second)
 		r.DefaultTolerationSeconds = &seconds
 	}
-	r.UnhealthyClusterThreshold = cfg.UnhealthyClusterThreshold
+	r.UnhealthyClusterThreshold, r.DisruptionSettle = cfg.UnhealthyClusterThreshold, cfg.ClusterGracePeriod
 	if cfg.EvictionRate > 0 {
 		r.EvictionLimiter = rate.NewLimiter(rate.Limit(cfg.EvictionRate), max(cfg.EvictionBurst, 1))
 	}
