@@ -61,18 +61,19 @@ func shortList(items []string, n int) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
 }
 
-// disruptionMemory remembers when this hub process last saw a disruption, hub-wide: when it ends,
-// the clusters come back one by one (their agents restart, their links return), and the first
-// back must not draw at once the shares of those a moment behind, whose tolerations ran out long
-// ago (seen in the end-to-end suite: every agent stopped for 2 minutes; the first agent back, its
-// cluster Ready, took the other two clusters' standbys). So evictions for failure stay paused
-// for settle after the disruption was last seen: a cluster still down then has been silent for
-// a whole grace period of its own since. (kube-controller-manager likewise gives nodes a fresh
-// grace period when their zone leaves full disruption.) A restarted hub remembers nothing, and
-// judges the clusters as they are.
+// disruptionMemory remembers whether this hub process is in a disruption, hub-wide, and when
+// the last one ended: the clusters come back one by one (their agents restart, their links
+// return), and the first back must not draw at once the shares of those a moment behind, whose
+// tolerations ran out long ago (seen in the end-to-end suite: every agent stopped for 2 minutes;
+// the first agent back, its cluster Ready, took the other two clusters' standbys). So evictions
+// for failure stay paused for settle after the end: a cluster still down then has been silent
+// for a whole grace period of its own since. (kube-controller-manager likewise gives nodes a
+// fresh grace period when their zone leaves full disruption.) A restarted hub remembers nothing,
+// and judges the clusters as they are.
 type disruptionMemory struct {
-	mu       sync.Mutex
-	lastSeen time.Time
+	mu        sync.Mutex
+	disrupted bool
+	endedAt   time.Time
 }
 
 // note records what disruption said at now and returns why evictions for failure are paused:
@@ -82,15 +83,18 @@ func (d *disruptionMemory) note(why string, now time.Time, settle time.Duration)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if why != "" {
-		d.lastSeen = now
+		d.disrupted = true
 		return why, disruptionRecheck
 	}
-	if d.lastSeen.IsZero() {
+	if d.disrupted {
+		d.disrupted, d.endedAt = false, now
+	}
+	if d.endedAt.IsZero() {
 		return "", 0
 	}
-	if left := d.lastSeen.Add(settle).Sub(now); left > 0 {
+	if left := d.endedAt.Add(settle).Sub(now); left > 0 {
 		return fmt.Sprintf("too many member clusters were not Ready at once until %s ago: evictions for failure stay paused for %s after that (the cluster grace period), so that clusters coming back a moment apart do not take each other's shares",
-			now.Sub(d.lastSeen).Round(time.Second), settle), left
+			now.Sub(d.endedAt).Round(time.Second), settle), left
 	}
 	return "", 0
 }
