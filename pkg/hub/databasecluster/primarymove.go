@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/scheduling"
 )
@@ -66,6 +68,9 @@ func (m *primaryMove) why() string {
 func (r *Reconciler) gate(ctx context.Context, s *scope, m *primaryMove, planned *dbfleetv1alpha1.DatabaseCluster, now time.Time) *hold {
 	switch {
 	case scheduling.ClusterReady(s.members[m.from]):
+		if h := m.taintsLiftedFirst(s); h != nil {
+			return h
+		}
 		if h := m.switchoverMayBegin(s, now); h != nil {
 			return h
 		}
@@ -96,6 +101,28 @@ func (m *primaryMove) switchoverMayBegin(s *scope, now time.Time) *hold {
 	if msg, wait := switchoverNotYet(s, m.from, m.to, m.promoted.pod, now); msg != "" {
 		// The target's reports wake the database again.
 		return &hold{pending: msg, wait: wait}
+	}
+	return nil
+}
+
+// taintsLiftedFirst holds a move that nothing forces off a cluster that is Ready again but still
+// carries the NoExecute health taint the hub put on it while it was not: its Ready condition comes
+// a moment before the taint goes, and the move the taint called for is then dropped. Demoting
+// the primary in between stopped a healthy one: the end-to-end suite froze the primary's agent
+// for a minute (the primary wrote on, on its failsafe, the failover held for silence); on the
+// thaw the hub demoted it as a planned switchover, then dropped the move and promoted it again
+// at a higher epoch, 25 s without a write. The health controller lifts the taint at once; a
+// change of the cluster wakes the database.
+func (m *primaryMove) taintsLiftedFirst(s *scope) *hold {
+	if m.forced || s.shareOn(m.from).demoting(m.epoch) {
+		return nil
+	}
+	mc := s.members[m.from]
+	for _, t := range mc.Spec.Taints {
+		if t.Effect == corev1.TaintEffectNoExecute && (t.Key == dbfleetv1alpha1.TaintClusterUnreachable || t.Key == dbfleetv1alpha1.TaintClusterNotReady) {
+			return &hold{pending: fmt.Sprintf("%s is Ready again but still tainted %s: the move off it waits for the taint to be lifted, when it is no longer called for", m.from, t.Key),
+				wait: time.Second}
+		}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -200,12 +201,16 @@ func TestGateTakesTheStepsOfItsKindOfMove(t *testing.T) {
 		want         string
 	}{
 		{"Ready: demoted first", true, true, dbfleetv1alpha1.ReasonDemoting},
+		{"Ready, still tainted unreachable: nothing demoted", true, true, dbfleetv1alpha1.ReasonSwitchoverPending},
 		{"not Ready, still placed: the eviction", false, true, dbfleetv1alpha1.ReasonWaitingForEviction},
 		{"not Ready, evicted, failover Manual: the person", false, false, dbfleetv1alpha1.ReasonManualFailoverRequired},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, m := moveFixture(eastShare(dbfleetv1alpha1.RolePrimary, 3, 3), streaming)
 			s.members = map[string]*dbfleetv1alpha1.MemberCluster{"east": cluster(tc.ready), "west": cluster(true)}
+			if strings.Contains(tc.name, "tainted") {
+				s.members["east"].Spec.Taints = []corev1.Taint{{Key: dbfleetv1alpha1.TaintClusterUnreachable, Effect: corev1.TaintEffectNoExecute}}
+			}
 			s.dbc.Spec.Primary = &dbfleetv1alpha1.PrimarySpec{Failover: dbfleetv1alpha1.FailoverManual}
 			planned := s.dbc.DeepCopy()
 			planned.Status.Placements = []dbfleetv1alpha1.ClusterPlacement{{Cluster: "west", Replicas: 1}}
@@ -213,6 +218,10 @@ func TestGateTakesTheStepsOfItsKindOfMove(t *testing.T) {
 				planned.Status.Placements = append(planned.Status.Placements, dbfleetv1alpha1.ClusterPlacement{Cluster: "east", Replicas: 1})
 			}
 			h := (&Reconciler{}).gate(context.Background(), s, m, planned, time.Now())
+			if tc.want == dbfleetv1alpha1.ReasonSwitchoverPending {
+				checkHold(t, h, tc.want, false, "Ready again but still tainted")
+				return
+			}
 			if h == nil || h.reason != tc.want {
 				t.Fatalf("hold %+v, want %s", h, tc.want)
 			}
