@@ -356,6 +356,10 @@ const (
 	// ReasonEvictionsPaused (True): so many member clusters are not Ready at once that the hub
 	// pauses every eviction for failure, the primary's move included (--unhealthy-cluster-threshold).
 	ReasonEvictionsPaused = "EvictionsPaused"
+	// ReasonClusterReturning (True): the primary's cluster is Ready again but still carries its
+	// NoExecute health taint; the move the taint called for waits for it to be lifted (and is
+	// then dropped) rather than demote the primary.
+	ReasonClusterReturning = "ClusterReturning"
 	// ReasonPromoted (True): a new primary was promoted and is not ready yet.
 	ReasonPromoted = "Promoted"
 	// ReasonFailoverComplete (False): the new primary is ready.

@@ -120,8 +120,8 @@ func (m *primaryMove) taintsLiftedFirst(s *scope) *hold {
 	mc := s.members[m.from]
 	for _, t := range mc.Spec.Taints {
 		if t.Effect == corev1.TaintEffectNoExecute && (t.Key == dbfleetv1alpha1.TaintClusterUnreachable || t.Key == dbfleetv1alpha1.TaintClusterNotReady) {
-			return &hold{pending: fmt.Sprintf("%s is Ready again but still tainted %s: the move off it waits for the taint to be lifted, when it is no longer called for", m.from, t.Key),
-				wait: time.Second}
+			return &hold{reason: dbfleetv1alpha1.ReasonClusterReturning, wait: time.Second,
+				message: fmt.Sprintf("%s is Ready again but still tainted %s: the move off it waits for the taint to be lifted, when it is no longer called for", m.from, t.Key)}
 		}
 	}
 	return nil

@@ -201,7 +201,7 @@ func TestGateTakesTheStepsOfItsKindOfMove(t *testing.T) {
 		want         string
 	}{
 		{"Ready: demoted first", true, true, dbfleetv1alpha1.ReasonDemoting},
-		{"Ready, still tainted unreachable: nothing demoted", true, true, dbfleetv1alpha1.ReasonSwitchoverPending},
+		{"Ready, still tainted unreachable: nothing demoted", true, true, dbfleetv1alpha1.ReasonClusterReturning},
 		{"not Ready, still placed: the eviction", false, true, dbfleetv1alpha1.ReasonWaitingForEviction},
 		{"not Ready, evicted, failover Manual: the person", false, false, dbfleetv1alpha1.ReasonManualFailoverRequired},
 	} {
@@ -218,7 +218,7 @@ func TestGateTakesTheStepsOfItsKindOfMove(t *testing.T) {
 				planned.Status.Placements = append(planned.Status.Placements, dbfleetv1alpha1.ClusterPlacement{Cluster: "east", Replicas: 1})
 			}
 			h := (&Reconciler{}).gate(context.Background(), s, m, planned, time.Now())
-			if tc.want == dbfleetv1alpha1.ReasonSwitchoverPending {
+			if tc.want == dbfleetv1alpha1.ReasonClusterReturning {
 				checkHold(t, h, tc.want, false, "Ready again but still tainted")
 				return
 			}
