@@ -42,7 +42,7 @@ func changes(prev, cur *snapshot) []string {
 		case m.leaseHolder != p.leaseHolder:
 			add("%s: primary Lease %s held by %s", m.name, primaryLease, m.leaseHolder)
 		case p.leaseValid && !m.leaseValid:
-			add("%s: primary Lease %s expired: by the engine contract a primary there stops writing", m.name, m.leaseHolder)
+			add("%s: primary Lease %s expired: a primary there stops writing unless it hears every standby (its failsafe)", m.name, m.leaseHolder)
 		}
 		if !slices.Equal(m.fencedPods, p.fencedPods) && len(m.fencedPods) > 0 {
 			add("%s: pod %s fenced (dbfleet.io/role=fenced)", m.name, strings.Join(m.fencedPods, ","))
