@@ -61,15 +61,7 @@ func TestHealthyPrimariesOnABusyMachine(t *testing.T) {
 			t.Fatal(err)
 		}
 		before[dbc.Name] = *d.Status.Primary
-		login := fed.appCredentials(t, dbc)
-		conn, err := login.connect(ctx, d.Status.Endpoints.ReadWrite, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Exec(ctx, writerTable); err != nil {
-			t.Fatal(err)
-		}
-		_ = conn.Close(ctx)
+		login := fed.createWriterTable(t, dbc)
 		w := fed.startWriter(t, dbc, login)
 		w.awaitAcks(t, primaryInstance(*d.Status.Primary), 50, time.Minute)
 		writers[dbc.Name] = w

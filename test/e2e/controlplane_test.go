@@ -36,20 +36,7 @@ func TestWritesGoOnWithoutTheControlPlane(t *testing.T) {
 	fed.awaitRollout(t, newStopwatch(t), dbc)
 	before := fed.primaryOn(t, dbc, home)
 	primary := primaryInstance(before)
-	ctx := context.Background()
-	d, err := fed.database(ctx, dbc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	login := fed.appCredentials(t, dbc)
-	conn, err := login.connect(ctx, d.Status.Endpoints.ReadWrite, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, writerTable); err != nil {
-		t.Fatal(err)
-	}
-	_ = conn.Close(ctx)
+	login := fed.createWriterTable(t, dbc)
 	w := fed.startWriter(t, dbc, login)
 	w.awaitAcks(t, primary, 100, time.Minute)
 

@@ -94,19 +94,7 @@ func TestTenDatabasesFailingOver(t *testing.T) {
 	for i, dbc := range dbcs {
 		r := &run{dbc: dbc, before: fed.primaryOn(t, dbc, lost)}
 		r.oldPrimary = primaryInstance(r.before)
-		d, err := fed.database(ctx, dbc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		login := fed.appCredentials(t, dbc)
-		conn, err := login.connect(ctx, d.Status.Endpoints.ReadWrite, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Exec(ctx, writerTable); err != nil {
-			t.Fatal(err)
-		}
-		_ = conn.Close(ctx)
+		login := fed.createWriterTable(t, dbc)
 		await(t, time.Minute, dbc.Name+": the primary's synchronous standbys on the status", func(ctx context.Context) (bool, error) {
 			d, err := fed.database(ctx, dbc)
 			return err == nil && d.Status.Synchronous != nil && len(d.Status.Synchronous.Synchronous) > 0, err

@@ -59,6 +59,27 @@ func (c credentials) connect(ctx context.Context, endpoint string, timeout time.
 // the row went through status.endpoints.readWrite or straight to one instance.
 const writerTable = "CREATE TABLE writes (n bigint PRIMARY KEY, via text NOT NULL)"
 
+// createWriterTable creates the writer's table through dbc's status.endpoints.readWrite with the
+// app credentials, and returns them.
+func (f *federation) createWriterTable(t *testing.T, dbc *dbfleetv1alpha1.DatabaseCluster) credentials {
+	t.Helper()
+	ctx := context.Background()
+	d, err := f.database(ctx, dbc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	login := f.appCredentials(t, dbc)
+	conn, err := login.connect(ctx, d.Status.Endpoints.ReadWrite, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	if _, err := conn.Exec(ctx, writerTable); err != nil {
+		t.Fatal(err)
+	}
+	return login
+}
+
 // attemptTimeout bounds one write: a commit waiting for a synchronous standby, or a server that
 // vanished, is given up on (its outcome unknown, so it is no acknowledgement) and the writer
 // reconnects.

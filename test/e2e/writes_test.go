@@ -171,15 +171,7 @@ func failoverUnderWrites(t *testing.T, ns, lost string, synchronous *dbfleetv1al
 		t.Fatal(err)
 	}
 	oldPrimary := primaryInstance(*d.Status.Primary)
-	login := fed.appCredentials(t, dbc)
-	conn, err := login.connect(ctx, d.Status.Endpoints.ReadWrite, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, writerTable); err != nil {
-		t.Fatal(err)
-	}
-	_ = conn.Close(ctx)
+	login := fed.createWriterTable(t, dbc)
 	if synchronous != nil {
 		// The quorum is in force before the fault: the primary reported who confirms its commits.
 		await(t, time.Minute, "the primary's synchronous standbys on the status", func(ctx context.Context) (bool, error) {
