@@ -353,8 +353,9 @@ const (
 	// ReasonEvictionRateLimited (True): the primary's move waits for the hub-wide eviction rate
 	// limit to let its shares go.
 	ReasonEvictionRateLimited = "EvictionRateLimited"
-	// ReasonEvictionsPaused (True): so many member clusters are not Ready at once that the hub
-	// pauses every eviction for failure, the primary's move included (--unhealthy-cluster-threshold).
+	// ReasonEvictionsPaused (True): so many of the database's clusters are not Ready at once (or
+	// were, until a grace period ago) that the hub pauses its evictions for failure, the
+	// primary's move included (--unhealthy-cluster-threshold).
 	ReasonEvictionsPaused = "EvictionsPaused"
 	// ReasonClusterReturning (True): the primary's cluster is Ready again but still carries its
 	// NoExecute health taint; the move the taint called for waits for it to be lifted (and is

@@ -40,8 +40,8 @@ type Config struct {
 	// limit), with bursts of EvictionBurst.
 	EvictionRate  float64
 	EvictionBurst int
-	// UnhealthyClusterThreshold is the share of member clusters that, not Ready at once, pauses
-	// evictions for failure (0: the default, 0.55).
+	// UnhealthyClusterThreshold is the share of a database's clusters that, not Ready at once,
+	// pauses its evictions for failure (0: the default, 0.55).
 	UnhealthyClusterThreshold float64
 	// Liveness is the hub's memory of agent renewals, shared by clusterhealth (which feeds it)
 	// and databasecluster (whose failover gate reads it).

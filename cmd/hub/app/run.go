@@ -118,7 +118,7 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.hub.EvictionBurst, "eviction-burst", o.hub.EvictionBurst,
 		"How many shares may leave failed clusters at once before --eviction-rate applies.")
 	fs.Float64Var(&o.hub.UnhealthyClusterThreshold, "unhealthy-cluster-threshold", o.hub.UnhealthyClusterThreshold,
-		"Share of member clusters (0 < x <= 1) that, not Ready at once (and at least 3 of them, or every one), pauses every eviction for failure, the primary's included: the fault is then likelier the hub's own (its API server, its network, every agent at once), and the databases go on meanwhile.")
+		"Share of a database's clusters (0 < x <= 1) that, not Ready at once (and at least 3 of them, or every one of two or more), pauses its evictions for failure, the primary's included, until a grace period after enough are back: the fault is then likelier the hub's own (its API server, its network, every agent at once), and the database goes on meanwhile.")
 	fs.StringSliceVar(&o.controllers, "controllers", o.controllers, fmt.Sprintf(
 		"Controllers to run: '*' for all, 'name' to add one, '-name' to leave one out. Known: %s.",
 		strings.Join(controllers.Names(), ", ")))

@@ -38,8 +38,8 @@ type Reconciler struct {
 	DefaultTolerationSeconds *int64
 	// EvictionLimiter bounds how fast shares leave failed clusters, hub-wide; nil: no limit.
 	EvictionLimiter *rate.Limiter
-	// UnhealthyClusterThreshold is the share of member clusters not Ready at once that pauses
-	// evictions for failure (disruption); 0: DefaultUnhealthyClusterThreshold.
+	// UnhealthyClusterThreshold is the share of a database's clusters not Ready at once that
+	// pauses its evictions for failure (disruption); 0: DefaultUnhealthyClusterThreshold.
 	UnhealthyClusterThreshold float64
 	// DisruptionSettle is how long evictions for failure stay paused after a disruption was
 	// last seen (the hub's --cluster-grace-period).

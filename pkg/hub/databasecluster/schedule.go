@@ -41,7 +41,7 @@ func (r *Reconciler) schedule(ctx context.Context, s *scope) (time.Duration, err
 	s.failover.pendingSwitchover = out.PendingSwitchover
 
 	move := primaryMoveOf(s, planned, out, in)
-	why, wait := r.disrupted.note(disruption(s.members, r.unhealthyClusterThreshold()), now, r.DisruptionSettle)
+	why, wait := r.disrupted.note(client.ObjectKeyFromObject(s.dbc), disruption(s.members, placedClusters(s.dbc), r.unhealthyClusterThreshold()), now, r.DisruptionSettle)
 	if why != "" && out.FailureEvictions() > 0 {
 		evictionsPaused.Inc()
 		r.Recorder.Eventf(s.dbc, nil, corev1.EventTypeWarning, "EvictionsPaused", "Evict", "%s", why)
