@@ -405,6 +405,12 @@ const (
 	// share stays fenced until the hub hands out a higher epoch, and the hub may promote
 	// elsewhere at once, though the agent still heartbeats.
 	ReasonPrimaryLeaseLapsed = "PrimaryLeaseLapsed"
+	// ReasonPrimaryLost (True): the share's primary instance stopped serving (its /status
+	// unread, or not a ready primary) for the agent's --primary-lost-after while the agent was
+	// healthy, so the agent stopped renewing the primary Lease, waited until it had certainly run
+	// out, and fenced the share at its epoch. The hub promotes the most advanced eligible standby,
+	// in this cluster or another (docs/failover.md, "A lost primary pod").
+	ReasonPrimaryLost = "PrimaryLost"
 	// ReasonNotFenced (False): the share's primary is not fenced.
 	ReasonNotFenced = "NotFenced"
 )

@@ -35,7 +35,46 @@ func killMember(d layout.Dir, member string) error {
 		components = append(components, layout.Containerd(n.Name), layout.Kubelet(n.Name))
 	}
 	components = append(components, layout.Agent(member))
+	n := killAtOnce(d, components, nodes)
+	say("%s: killed %d processes (%d components and the containers of %d node(s))", member, n, len(components), len(nodes))
+	fmt.Println("restart: " + strings.Join(components, " "))
+	return nil
+}
 
+// killNode kills one node as a lost machine would (its power cut, its cluster's API server and
+// agent running on): SIGKILL to its kubelet, its containerd and every container on it. The
+// Node and its pods stay in the API as they were until the node's lease runs out. It prints
+// what to start again, as killMember does.
+func killNode(d layout.Dir, name string) error {
+	st, err := d.Load()
+	if err != nil {
+		return err
+	}
+	var nodes []layout.Node
+	for _, n := range st.Nodes {
+		if n.Name == name {
+			nodes = append(nodes, n)
+		}
+	}
+	if len(nodes) == 0 {
+		var names []string
+		for _, n := range st.Nodes {
+			names = append(names, n.Name)
+		}
+		return fmt.Errorf("no node %q (nodes: %s)", name, strings.Join(names, ", "))
+	}
+	components := []string{layout.Containerd(name), layout.Kubelet(name)}
+	n := killAtOnce(d, components, nodes)
+	say("%s: killed %d processes (its kubelet, its containerd and its containers)", name, n)
+	fmt.Println("restart: " + strings.Join(components, " "))
+	return nil
+}
+
+// killAtOnce SIGKILLs components and every container of nodes (the containerd shims and all
+// their descendants), all stopped first so that nothing restarts or reaps what is killed next,
+// waits for them to go, and removes the components' pid files. It returns how many processes
+// it killed.
+func killAtOnce(d layout.Dir, components []string, nodes []layout.Node) int {
 	var pids []int
 	for _, c := range components {
 		if pid, alive := pidStatus(d, c); alive {
@@ -49,7 +88,6 @@ func killMember(d layout.Dir, member string) error {
 	shims := shimPidsOf(sockets)
 	pids = append(pids, shims...)
 	pids = append(pids, descendants(shims)...)
-	// Stopped first, so that nothing restarts or reaps what is killed next.
 	for _, pid := range pids {
 		_ = syscall.Kill(pid, syscall.SIGSTOP)
 	}
@@ -65,9 +103,7 @@ func killMember(d layout.Dir, member string) error {
 	for _, c := range components {
 		_ = os.Remove(d.PidFile(c))
 	}
-	say("%s: killed %d processes (%d components and the containers of %d node(s))", member, len(pids), len(components), len(nodes))
-	fmt.Println("restart: " + strings.Join(components, " "))
-	return nil
+	return len(pids)
 }
 
 // shimPidsOf are the live containerd-shim processes serving one of sockets.

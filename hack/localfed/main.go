@@ -11,6 +11,7 @@
 //	localfed stop COMPONENT     # e.g. agent-west: a fault to watch
 //	localfed start COMPONENT [ARG...]  # start it again, with the command up used (plus ARGs, this once)
 //	localfed kill MEMBER        # kill a whole member at once (its processes and containers, SIGKILL); start its components again to bring it back
+//	localfed kill-node NODE     # kill one node (its kubelet, containerd and containers); its member's API server and agent run on
 //	localfed partition MEMBER   # cut a member's pods from the other members' and its agent from the hub (iptables DROP)
 //	localfed heal MEMBER        # remove that partition
 package main
@@ -44,6 +45,9 @@ const usage = `usage: localfed COMMAND [flags]
   kill M   kill member M whole, as a power cut would (SIGKILL to its API server, controller
            manager, scheduler, agent, kubelets, containerds and every container on its nodes);
            prints the components to start again, in order
+  kill-node N
+           kill node N alone, as a lost machine (SIGKILL to its kubelet, its containerd and
+           every container on it); its member's API server and agent run on
   partition M
            cut member M off, everything kept running: its pods from every other member's
            pods (both ways) and its agent from the hub API server, by iptables rules that drop
@@ -114,6 +118,11 @@ func main() {
 			fail(fmt.Errorf("kill takes one member, e.g. west"))
 		}
 		err = killMember(d, fs.Arg(0))
+	case "kill-node":
+		if fs.NArg() != 1 {
+			fail(fmt.Errorf("kill-node takes one node, e.g. west-node-0 (see localfed status)"))
+		}
+		err = killNode(d, fs.Arg(0))
 	case "partition", "heal":
 		if fs.NArg() != 1 {
 			fail(fmt.Errorf("%s takes one member, e.g. west", cmd))

@@ -27,6 +27,8 @@ type Settings struct {
 	HeartbeatInterval, FenceAfter time.Duration
 	// InstanceImage is the agent's --instance-image (see member.Reconciler.InstanceImage).
 	InstanceImage string
+	// PrimaryLostAfter is the agent's --primary-lost-after (member.Reconciler.PrimaryLostAfter).
+	PrimaryLostAfter time.Duration
 	// Version is reported in the MemberClusterReport, and so in the MemberCluster status.
 	Version string
 	// Hub is a client of the hub with the join credentials; Member one of the member cluster.
@@ -60,7 +62,7 @@ func Setup(mgr mcmanager.Manager, s Settings) (*fence.Guard, error) {
 		agentClock = shiftedClock{offset: s.ClockOffset}
 	}
 	guard := fence.NewGuard(agentClock, s.FenceAfter).WithRenewInterval(s.HeartbeatInterval)
-	if err := member.Setup(mgr, guard, s.Controller, s.InstanceImage); err != nil {
+	if err := member.Setup(mgr, guard, s.Controller, member.Settings{InstanceImage: s.InstanceImage, PrimaryLostAfter: s.PrimaryLostAfter}); err != nil {
 		return nil, err
 	}
 	err := mgr.GetLocalManager().Add(&heartbeat.Heartbeat{

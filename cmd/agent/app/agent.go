@@ -26,6 +26,7 @@ import (
 	"github.com/dbfleet/dbfleet/pkg/agent"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
 	"github.com/dbfleet/dbfleet/pkg/agent/heartbeat"
+	"github.com/dbfleet/dbfleet/pkg/agent/member"
 	"github.com/dbfleet/dbfleet/pkg/options"
 	"github.com/dbfleet/dbfleet/pkg/scheme"
 )
@@ -42,6 +43,7 @@ type agentOptions struct {
 	heartbeatInterval time.Duration
 	fenceAfter        time.Duration
 	instanceImage     string
+	primaryLostAfter  time.Duration
 	clockOffset       time.Duration
 	// memberQPS and memberBurst bound the requests to the member API server; the manager's
 	// --kube-api-qps and --kube-api-burst, those to the hub.
@@ -57,6 +59,7 @@ func newAgentOptions() *agentOptions {
 		manager:           manager,
 		heartbeatInterval: 5 * time.Second,
 		fenceAfter:        15 * time.Second,
+		primaryLostAfter:  member.DefaultPrimaryLostAfter,
 		memberQPS:         options.AgentMemberQPS,
 		memberBurst:       options.AgentMemberBurst,
 	}
@@ -72,6 +75,8 @@ func (o *agentOptions) addFlags(fs *pflag.FlagSet) {
 		"How often the agent renews its Lease on the hub.")
 	fs.DurationVar(&o.fenceAfter, "fence-after", o.fenceAfter,
 		"How long the agent keeps its primaries without a successful hub renewal before it fences them.")
+	fs.DurationVar(&o.primaryLostAfter, "primary-lost-after", o.primaryLostAfter,
+		"How long a primary's instance may stop serving (its /status unread, or postgres not running as primary), while this agent is healthy, before the agent counts the pod lost: it renews the primary's Lease no more, fences the share once the Lease has run out, and the hub promotes the most advanced eligible standby. A primary whose postgres restarts 3 times within 3 times this long counts as lost too. 0 turns it off.")
 	fs.DurationVar(&o.clockOffset, "clock-offset", 0,
 		"Testing only: run the agent's clock this far off the system's (e.g. 1h), for tests of how a wrong agent clock is handled: its Lease renewals carry the shifted time, and its instances fence rather than trust them.")
 	fs.Float32Var(&o.memberQPS, "member-kube-api-qps", o.memberQPS,
@@ -95,6 +100,9 @@ func (o *agentOptions) validate() error {
 	errs = append(errs, fence.ValidateTimings(o.heartbeatInterval, o.fenceAfter)...)
 	if o.memberQPS <= 0 || o.memberBurst <= 0 {
 		errs = append(errs, fmt.Errorf("--member-kube-api-qps (%v) and --member-kube-api-burst (%d) must be positive", o.memberQPS, o.memberBurst))
+	}
+	if o.primaryLostAfter < 0 || (o.primaryLostAfter > 0 && o.primaryLostAfter < 2*time.Second) {
+		errs = append(errs, fmt.Errorf("--primary-lost-after must be 0 (off) or at least 2s, got %s", o.primaryLostAfter))
 	}
 	if o.clockOffset.Abs() > 24*time.Hour {
 		errs = append(errs, fmt.Errorf("--clock-offset must be within ±24h, got %s", o.clockOffset))
@@ -212,7 +220,7 @@ func run(ctx context.Context, o *agentOptions) error {
 	}
 	if _, err := agent.Setup(mgr, agent.Settings{
 		Cluster: o.clusterName, HeartbeatInterval: o.heartbeatInterval, FenceAfter: o.fenceAfter, Version: version,
-		InstanceImage: o.instanceImage, ClockOffset: o.clockOffset,
+		InstanceImage: o.instanceImage, PrimaryLostAfter: o.primaryLostAfter, ClockOffset: o.clockOffset,
 		Hub: hubClient, Member: memberCluster.GetClient(), MemberDiscovery: disco,
 	}); err != nil {
 		return err

@@ -55,9 +55,13 @@ type passResult struct {
 	// leaseErr is why the primary Lease could not be renewed (nil: renewed, or not a live
 	// primary).
 	leaseErr error
+	// primaryLost says the share's primary pod was counted lost (watchPrimary): its Lease is
+	// renewed no more.
+	primaryLost bool
 	// fenceMessage, when set, is why the share is fenced: its primary Lease lapsed
-	// (judgeLeaseLapse) rather than its hub lease.
-	fenceMessage string
+	// (judgeLeaseLapse) or its primary was lost (fenceReason PrimaryLost) rather than its hub
+	// lease.
+	fenceMessage, fenceReason string
 	// imageProblems are the share's containers that cannot get their image (imageProblems).
 	imageProblems []string
 	// endpoints are the share's addresses as other clusters reach them (shareEndpoints).
@@ -111,11 +115,19 @@ func (r *Reconciler) applyShare(ctx context.Context, hub client.Reader, member c
 		reports, err = r.observeInstances(ctx, member, mdb)
 		p.instances, p.instanceFencedAt = statuses(reports), highestFencedEpoch(reports)
 		p.clocks.measured, p.clocks.skewed, p.clocks.message = shareClocks(reports)
+		if primary && !fenced && r.Guard != nil && err == nil {
+			p.primaryLost = r.watchPrimary(ctx, mdb, share, readPrimary(mdb, reports))
+		}
+		// Once lost, lost at this epoch: a pass that could not read the instances renews
+		// nothing either.
+		p.primaryLost = p.primaryLost || (primary && share.primary.lostAt(mdb.Spec.Epoch))
 		fail(false, err)
 		p.endpoints, err = shareEndpoints(ctx, member, mdb, p.instances)
 		fail(false, err)
 	}
 	switch {
+	case primary && !fenced && r.Guard != nil && p.primaryLost:
+		// Lost: the Lease runs out unrenewed, and the share is fenced then (settleFence).
 	case primary && !fenced && r.Guard != nil:
 		p.leaseErr = r.renewPrimaryLease(ctx, hub, member, mdb, share, cluster)
 		fail(true, p.leaseErr)

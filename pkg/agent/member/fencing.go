@@ -53,7 +53,7 @@ func (r *Reconciler) judgeFence(ctx context.Context, member client.Client, mdb *
 		f.fencedAt = mdb.Spec.Epoch
 		log := ctrl.LoggerFrom(ctx)
 		if f.lapsedHere {
-			log.Info("Fencing primary: its primary Lease lapsed while the member API server was unreachable", "epoch", f.fencedAt)
+			log.Info("Fencing primary: its primary Lease lapsed unrenewed (the member API server was unreachable, or its primary pod was lost)", "epoch", f.fencedAt)
 		} else {
 			log.Info("Fencing primary: no successful hub renewal within fenceAfter", "epoch", f.fencedAt, "deadline", r.Guard.Deadline())
 		}
@@ -68,7 +68,19 @@ func (r *Reconciler) judgeFence(ctx context.Context, member client.Client, mdb *
 func (r *Reconciler) settleFence(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, share *shareState, f *fenceState, pass *passResult) time.Duration {
 	primary := mdb.Spec.Role == dbfleetv1alpha1.RolePrimary
 	var lapseWait time.Duration
-	if primary && !f.fenced && pass.leaseErr != nil && r.Guard != nil {
+	lost := share.primary.lostAt(mdb.Spec.Epoch)
+	if primary && !f.fenced && pass.primaryLost && r.Guard != nil {
+		// Its primary pod was lost: fenced once its Lease has certainly run out, whatever its
+		// failsafe (the agent could not read the instance, or it did not serve).
+		lapse := r.lostLapse(share, mdb.Spec.Epoch)
+		if wait := lapse.Sub(r.now()); wait > 0 {
+			lapseWait = wait
+		} else {
+			share.lapsed = mdb.Spec.Epoch
+			f.fenced, f.fencedAt = true, mdb.Spec.Epoch
+			pass.fenceMessage, pass.fenceReason = lostMessage(mdb.Spec.Epoch, share.primary.why), dbfleetv1alpha1.ReasonPrimaryLost
+		}
+	} else if primary && !f.fenced && pass.leaseErr != nil && r.Guard != nil {
 		if f.failsafe || (r.leaseLapsed(share, mdb.Spec.Epoch, r.now()) && r.onFailsafe(ctx, member, mdb)) {
 			// The Lease lapsed, but the primary has not stopped: it hears every standby. Asked
 			// before judgeLeaseLapse, which would record the lapse for good.
@@ -80,6 +92,8 @@ func (r *Reconciler) settleFence(ctx context.Context, member client.Client, mdb 
 				pass.fenceMessage = lapseMessage(mdb.Spec.Epoch, pass.leaseErr)
 			}
 		}
+	} else if f.lapsedHere && f.fenced && lost {
+		pass.fenceMessage, pass.fenceReason = lostMessage(mdb.Spec.Epoch, share.primary.why), dbfleetv1alpha1.ReasonPrimaryLost
 	} else if f.lapsedHere && f.fenced {
 		pass.fenceMessage = lapseMessage(mdb.Spec.Epoch, errors.New("the member API server did not answer"))
 	}

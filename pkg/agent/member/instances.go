@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -36,6 +37,7 @@ const maxStatusBody = 64 << 10
 // address of its postgres, both empty when the pod has no IP yet.
 type instanceTarget struct {
 	pod, url, address string
+	uid               types.UID
 }
 
 // readInstance reads one instance's /status and the instance's clock against the agent's.
@@ -59,7 +61,7 @@ func readInstance(ctx context.Context, c *http.Client, url string, now func() ti
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxStatusBody)).Decode(&st); err != nil {
 		return instanceReport{}, fmt.Errorf("decode %s: %w", url, err)
 	}
-	return instanceReport{InstanceStatus: instanceStatus(st), clock: readClock(st.Time, sent, now())}, nil
+	return instanceReport{InstanceStatus: instanceStatus(st), clock: readClock(st.Time, sent, now()), restarts: st.Restarts}, nil
 }
 
 // instanceReport is an instance's /status as the agent reads it: what it reports on the
@@ -68,6 +70,10 @@ func readInstance(ctx context.Context, c *http.Client, url string, now func() ti
 type instanceReport struct {
 	dbfleetv1alpha1.InstanceStatus
 	clock clockReading
+	// uid is the pod's, as the agent listed it; restarts, the instance's count of postgres
+	// crash restarts (-1 when it could not be read). The primary's watch counts by them.
+	uid      types.UID
+	restarts int
 }
 
 // instanceStatus is what the MemberDatabase reports of an instance's /status, within the API's
@@ -143,7 +149,7 @@ func readInstances(ctx context.Context, c *http.Client, now func() time.Time, ta
 	var wg sync.WaitGroup
 	for i, t := range targets {
 		if t.url == "" {
-			out[i] = instanceReport{InstanceStatus: dbfleetv1alpha1.InstanceStatus{Pod: t.pod, Role: dbfleetv1alpha1.InstanceUnknown, Message: "the pod has no IP yet"}}
+			out[i] = instanceReport{InstanceStatus: dbfleetv1alpha1.InstanceStatus{Pod: t.pod, Role: dbfleetv1alpha1.InstanceUnknown, Message: "the pod has no IP yet"}, uid: t.uid, restarts: -1}
 			continue
 		}
 		wg.Add(1)
@@ -151,11 +157,12 @@ func readInstances(ctx context.Context, c *http.Client, now func() time.Time, ta
 			defer wg.Done()
 			st, err := readInstance(ctx, c, t.url, now)
 			if err != nil {
-				out[i] = instanceReport{InstanceStatus: dbfleetv1alpha1.InstanceStatus{Pod: t.pod, Role: dbfleetv1alpha1.InstanceUnknown, Message: truncateMessage(err.Error())}}
+				out[i] = instanceReport{InstanceStatus: dbfleetv1alpha1.InstanceStatus{Pod: t.pod, Role: dbfleetv1alpha1.InstanceUnknown, Message: truncateMessage(err.Error())}, uid: t.uid, restarts: -1}
 				return
 			}
 			st.Pod = t.pod // the pod the agent asked, whatever the answer says
 			st.Address = t.address
+			st.uid = t.uid
 			out[i] = st
 		}()
 	}
@@ -262,7 +269,7 @@ func instanceTargets(mdb *dbfleetv1alpha1.MemberDatabase, pods []corev1.Pod) []i
 		if _, err := specs.PodRole(mdb, pod.Name, false); err != nil || !pod.DeletionTimestamp.IsZero() {
 			continue
 		}
-		t := instanceTarget{pod: pod.Name}
+		t := instanceTarget{pod: pod.Name, uid: pod.UID}
 		if port := statusPort(pod); port != 0 && pod.Status.PodIP != "" {
 			t.url = "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(port))) + contract.Path
 			t.address = net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(specs.DatabasePort(mdb.Spec.Database.Engine))))

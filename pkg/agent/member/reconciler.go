@@ -42,6 +42,9 @@ type Reconciler struct {
 	InstanceImage string
 	// HTTPClient reads the instances' /status; nil uses http.DefaultClient.
 	HTTPClient *http.Client
+	// PrimaryLostAfter is how long a live primary's instance may stop serving before the agent
+	// counts its pod lost (watchPrimary); zero never does.
+	PrimaryLostAfter time.Duration
 
 	// shares is what the agent remembers of each share between passes, one record a share.
 	shares shareStates

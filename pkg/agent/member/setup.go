@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,14 +23,23 @@ import (
 	"github.com/dbfleet/dbfleet/pkg/queue"
 )
 
+// Settings are the agent's flags the reconciler acts on.
+type Settings struct {
+	// InstanceImage is --instance-image (Reconciler.InstanceImage).
+	InstanceImage string
+	// PrimaryLostAfter is --primary-lost-after (Reconciler.PrimaryLostAfter).
+	PrimaryLostAfter time.Duration
+}
+
 // Name is the controller's name.
 const Name = "memberdatabase"
 
 // Setup registers the member-side reconciler with a multicluster manager whose local cluster is
 // the hub and whose provider engages member clusters.
-// guard is the agent's hub-lease freshness, nil in the hub; instanceImage is --instance-image.
-func Setup(mgr mcmanager.Manager, guard *fence.Guard, opts controller.TypedOptions[mcreconcile.Request], instanceImage string) error {
-	r := &Reconciler{Manager: mgr, Guard: guard, Recorder: mgr.GetLocalManager().GetEventRecorder("dbfleet-agent"), InstanceImage: instanceImage}
+// guard is the agent's hub-lease freshness, nil in the hub.
+func Setup(mgr mcmanager.Manager, guard *fence.Guard, opts controller.TypedOptions[mcreconcile.Request], settings Settings) error {
+	r := &Reconciler{Manager: mgr, Guard: guard, Recorder: mgr.GetLocalManager().GetEventRecorder("dbfleet-agent"),
+		InstanceImage: settings.InstanceImage, PrimaryLostAfter: settings.PrimaryLostAfter}
 	opts = withManagerDefaults(opts, mgr.GetControllerOptions())
 	if opts.NewQueue == nil {
 		opts.NewQueue = queue.New[mcreconcile.Request](mgr.GetLocalManager().GetLogger())

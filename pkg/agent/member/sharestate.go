@@ -37,6 +37,9 @@ type shareState struct {
 	// could not renew it (judgeLeaseLapse; 0: never): the share is fenced at that epoch once the
 	// member answers again.
 	lapsed int64
+	// primary is whether the share's primary instance serves, while it is a live primary here
+	// (watchPrimary).
+	primary primaryWatch
 	// unreportedSince is when the agent first applied the share, while it has not reported it
 	// yet (zero: reported, or not applied): see holdFirstReport.
 	unreportedSince time.Time

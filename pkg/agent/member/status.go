@@ -102,6 +102,8 @@ func setDegradedCondition(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult) 
 
 func setFencedCondition(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult, fenced bool) {
 	switch {
+	case fenced && pass.fenceMessage != "" && pass.fenceReason != "":
+		setCondition(mdb, dbfleetv1alpha1.ConditionFenced, metav1.ConditionTrue, pass.fenceReason, pass.fenceMessage)
 	case fenced && pass.fenceMessage != "":
 		setCondition(mdb, dbfleetv1alpha1.ConditionFenced, metav1.ConditionTrue, dbfleetv1alpha1.ReasonPrimaryLeaseLapsed, pass.fenceMessage)
 	case fenced:

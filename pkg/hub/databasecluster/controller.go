@@ -135,6 +135,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	}
 	now := r.Clock.Now()
 	r.repromoteAbandonedDemotion(s, now)
+	requeue = soonest(requeue, r.replaceLostPrimaryPod(s, now))
 	r.repromoteFencedPrimary(s, now)
 	namePrimaryPod(s.dbc)
 	recordSynchronous(s)

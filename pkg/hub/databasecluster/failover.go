@@ -144,6 +144,9 @@ func (r *Reconciler) repromoteFencedPrimary(s *scope, now time.Time) bool {
 		// refuse its next Lease too: scheduling moves the primary off it instead.
 		return false
 	}
+	if plan, lost := planLostPrimary(s); lost && (plan.here != nil || plan.elsewhere) {
+		return false // its pod was lost: a standby takes over (lostprimary.go)
+	}
 	since := metav1.NewTime(now)
 	// The same pod: its share's standbys only have WAL it sent them, so none is ahead of it.
 	pod := primaryPod(dbc)

@@ -18,11 +18,13 @@ import (
 // depends on the old primary's cluster:
 //
 //   - Ready (a planned switchover, or a primary that cannot stay there: clock skew, a stuck
-//     switchover target): switchoverMayBegin, demoteFirst, handOverToken. The old primary is
-//     demoted and stops cleanly; the new one replays past its final LSN before it takes a write.
+//     switchover target): taintsLiftedFirst, switchoverMayBegin, demoteFirst, handOverToken. The
+//     old primary is demoted and stops cleanly; the new one replays past its final LSN before
+//     it takes a write.
 //   - not Ready, its share still placed (its taint tolerated): awaitEviction.
-//   - not Ready and evicted (a failover): fencedFirst, synchronousFirst, silentFirst. The old
-//     primary has certainly stopped writing (its Lease, then its failsafe), and with
+//   - not Ready and evicted, or Ready with its share fenced for a Lease that ran out unrenewed (a
+//     lost primary pod: lostprimary.go), a failover: fencedFirst, synchronousFirst, silentFirst.
+//     The old primary has certainly stopped writing (its Lease, then its failsafe), and with
 //     dataDurability required the new one has every acknowledged commit.
 type primaryMove struct {
 	from, to string
@@ -67,7 +69,19 @@ func (m *primaryMove) why() string {
 // gate runs the move's steps in order and returns the first hold; nil: the move may be applied.
 func (r *Reconciler) gate(ctx context.Context, s *scope, m *primaryMove, planned *dbfleetv1alpha1.DatabaseCluster, now time.Time) *hold {
 	switch {
-	case scheduling.ClusterReady(s.members[m.from]):
+	case !scheduling.ClusterReady(s.members[m.from]) && scheduling.PlacedOn(planned, m.from):
+		return m.awaitEviction()
+	case !scheduling.ClusterReady(s.members[m.from]) || s.shareOn(m.from).leaseLapsed(m.current):
+		// A failover; on a Ready cluster too when the old primary's Lease ran out unrenewed (its
+		// pod was lost, say): it stopped for certain and has no final LSN to hand over.
+		if h := r.fencedFirst(ctx, s, m); h != nil {
+			return h
+		}
+		if h := m.synchronousFirst(s); h != nil {
+			return h
+		}
+		return m.silentFirst(s)
+	default:
 		if h := m.taintsLiftedFirst(s); h != nil {
 			return h
 		}
@@ -78,16 +92,6 @@ func (r *Reconciler) gate(ctx context.Context, s *scope, m *primaryMove, planned
 			return h
 		}
 		return m.handOverToken(s)
-	case scheduling.PlacedOn(planned, m.from):
-		return m.awaitEviction()
-	default:
-		if h := r.fencedFirst(ctx, s, m); h != nil {
-			return h
-		}
-		if h := m.synchronousFirst(s); h != nil {
-			return h
-		}
-		return m.silentFirst(s)
 	}
 }
 

@@ -204,9 +204,14 @@ func TestGateTakesTheStepsOfItsKindOfMove(t *testing.T) {
 		{"Ready, still tainted unreachable: nothing demoted", true, true, dbfleetv1alpha1.ReasonClusterReturning},
 		{"not Ready, still placed: the eviction", false, true, dbfleetv1alpha1.ReasonWaitingForEviction},
 		{"not Ready, evicted, failover Manual: the person", false, false, dbfleetv1alpha1.ReasonManualFailoverRequired},
+		{"Ready, its primary pod lost: a failover's steps, nothing demoted", true, true, dbfleetv1alpha1.ReasonManualFailoverRequired},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, m := moveFixture(eastShare(dbfleetv1alpha1.RolePrimary, 3, 3), streaming)
+			if strings.Contains(tc.name, "lost") {
+				meta.SetStatusCondition(&s.memberDBs["east"].Status.Conditions, metav1.Condition{Type: dbfleetv1alpha1.ConditionFenced,
+					Status: metav1.ConditionTrue, Reason: dbfleetv1alpha1.ReasonPrimaryLost})
+			}
 			s.members = map[string]*dbfleetv1alpha1.MemberCluster{"east": cluster(tc.ready), "west": cluster(true)}
 			if strings.Contains(tc.name, "tainted") {
 				s.members["east"].Spec.Taints = []corev1.Taint{{Key: dbfleetv1alpha1.TaintClusterUnreachable, Effect: corev1.TaintEffectNoExecute}}

@@ -121,6 +121,12 @@ func (r *Reconciler) schedulingInputs(ctx context.Context, s *scope, now time.Ti
 		progress = synchronousProgress(s)
 	}
 	noPrimary := clockSkewed(s)
+	if why := lostPrimaryElsewhere(s); why != "" {
+		if noPrimary == nil {
+			noPrimary = map[string]string{}
+		}
+		noPrimary[dbc.Status.Primary.Cluster] = why
+	}
 	stuck, stuckRecheck := stuckSwitchoverTarget(s, now)
 	if stuck != "" {
 		if noPrimary == nil {

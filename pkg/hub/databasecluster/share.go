@@ -157,14 +157,11 @@ func (sh share) unpromotedToken(p *dbfleetv1alpha1.PrimaryStatus, next int64) (s
 }
 
 // leaseLapsed says the share, the old primary's, reports that its primary Lease ran out
-// unrenewed at the current primary epoch (Fenced=True, PrimaryLeaseLapsed), applied at that
-// epoch.
+// unrenewed at the current primary epoch, applied at that epoch: Fenced=True, PrimaryLeaseLapsed
+// (its agent could not reach the member API server) or PrimaryLost (its agent stopped renewing
+// it, the primary pod having stopped serving).
 func (sh share) leaseLapsed(p *dbfleetv1alpha1.PrimaryStatus) bool {
-	if sh.mdb == nil || p == nil || sh.mdb.Spec.Epoch != p.Epoch || sh.mdb.Status.Epoch != p.Epoch || sh.mdb.Spec.Role != dbfleetv1alpha1.RolePrimary {
-		return false
-	}
-	c := sh.condition(dbfleetv1alpha1.ConditionFenced)
-	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == dbfleetv1alpha1.ReasonPrimaryLeaseLapsed
+	return sh.fencedFor(p, dbfleetv1alpha1.ReasonPrimaryLeaseLapsed) || sh.primaryLost(p)
 }
 
 // targetNotStreaming says why a planned switchover to pod in this share (on cluster to) must

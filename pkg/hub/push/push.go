@@ -46,5 +46,5 @@ func Setup(ctx context.Context, mgr mcmanager.Manager, provider *kubeconfig.Prov
 		return fmt.Errorf("kubeconfig provider: %w", err)
 	}
 	// The hub is itself the authority for Push members: nothing there fences on a hub lease.
-	return member.Setup(mgr, nil, controller.TypedOptions[mcreconcile.Request]{}, "")
+	return member.Setup(mgr, nil, controller.TypedOptions[mcreconcile.Request]{}, member.Settings{})
 }

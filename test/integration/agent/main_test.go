@@ -92,7 +92,7 @@ func startAgentWithImage(t *testing.T, hubCfg, memberCfg *rest.Config, guard *fe
 	// Each test starts its own agent; controller names repeat across them. It reconciles as many
 	// shares at once as the agent does by default.
 	opts := controller.TypedOptions[mcreconcile.Request]{SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: options.AgentConcurrentReconciles}
-	if err := member.Setup(mgr, guard, opts, instanceImage); err != nil {
+	if err := member.Setup(mgr, guard, opts, member.Settings{InstanceImage: instanceImage, PrimaryLostAfter: member.DefaultPrimaryLostAfter}); err != nil {
 		t.Fatal(err)
 	}
 	return framework.Run(t, "agent manager", mgr.Start)
