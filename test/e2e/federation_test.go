@@ -282,8 +282,22 @@ func (f *federation) start(t *testing.T, component string, extra ...string) {
 // the test did not (revive).
 func (f *federation) kill(t *testing.T, member string) {
 	t.Helper()
+	f.killWith(t, member, "kill", member)
+}
+
+// killNode kills member's node alone (`localfed kill-node`: its kubelet, containerd and
+// containers), its API server and agent running on; revive brings it back, as after kill.
+func (f *federation) killNode(t *testing.T, member string) {
+	t.Helper()
+	f.killWith(t, member, "kill-node", member+"-node-0")
+}
+
+// killWith runs `localfed <command> <target>` and records what it says to start again under
+// member, for revive and the test's cleanup.
+func (f *federation) killWith(t *testing.T, member, command, target string) {
+	t.Helper()
 	var out bytes.Buffer
-	if err := f.localfed(&out, "kill", member); err != nil {
+	if err := f.localfed(&out, command, target); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	var components []string
@@ -293,9 +307,9 @@ func (f *federation) kill(t *testing.T, member string) {
 		}
 	}
 	if len(components) == 0 {
-		t.Fatalf("localfed kill %s named nothing to restart:\n%s", member, out.String())
+		t.Fatalf("localfed %s %s named nothing to restart:\n%s", command, target, out.String())
 	}
-	t.Logf("localfed kill %s: %s", member, strings.TrimSpace(out.String()))
+	t.Logf("localfed %s %s: %s", command, target, strings.TrimSpace(out.String()))
 	f.killed[member] = components
 	t.Cleanup(func() {
 		if _, dead := f.killed[member]; dead {

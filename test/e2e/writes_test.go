@@ -55,6 +55,11 @@ func TestFailoverUnderWrites(t *testing.T) {
 	kill := func(member string) (inject, heal func(t *testing.T)) {
 		return func(t *testing.T) { fed.kill(t, member) }, func(t *testing.T) { fed.revive(t, member) }
 	}
+	// nodeLost kills the member's node alone (localfed kill-node); heal starts its containerd
+	// and kubelet again, which start the pods again from their volumes.
+	nodeLost := func(member string) (inject, heal func(t *testing.T)) {
+		return func(t *testing.T) { fed.killNode(t, member) }, func(t *testing.T) { fed.revive(t, member) }
+	}
 	// lagThenPartition makes a standby of another member lag by many megabytes (its replay
 	// paused, then 64 MB written), then partitions the primary's member: a failover while a
 	// standby lags. The standby's replay resumes once the hub has promoted a new primary (a
@@ -141,6 +146,10 @@ func TestFailoverUnderWrites(t *testing.T) {
 		{"LaggingStandbyRequired", "lagging-required", "west", required, lagThenPartition("lagging-required"), "a standby lagging by many megabytes (replay paused, 64 MB written), then the member partitioned (iptables)"},
 		{"SwitchoverRequired", "switchover-required", "central", required, switchTo("switchover-required", "west"), "switchover to west asked (spec.primary.preferredClusters)"},
 		{"AgentClockAheadRequired", "clock-ahead-required", "west", required, clockAhead, "agent restarted with its clock an hour ahead (--clock-offset=1h)"},
+		{"PrimaryNodeLostRequired", "node-lost-required", "east", required, nodeLost,
+			"the primary's node lost (kubelet, containerd and every container: SIGKILL); the member's API server and agent run on"},
+		{"PrimaryCrashLoopRequired", "crash-loop-required", "west", required, crashLoop("crash-loop-required", "ledger"),
+			"the primary's postgres killed (SIGKILL) every 2 s, its instance manager starting it again each time"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
