@@ -3,6 +3,7 @@ package member
 import (
 	"context"
 	"net/http"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -12,6 +13,9 @@ import (
 	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/specs"
 )
+
+// failsafeReadBudget bounds onFailsafe: two reads of the instance's /status.
+const failsafeReadBudget = 2*instanceStatusTimeout + 500*time.Millisecond
 
 // onFailsafe says the share's primary instance answers, now, that it hears every standby of its
 // membership at the share's epoch: it takes writes on its failsafe (its Lease can no longer be
@@ -26,6 +30,12 @@ func (r *Reconciler) onFailsafe(ctx context.Context, member client.Client, mdb *
 	if !r.instanceManaged(mdb) {
 		return false
 	}
+	// On a budget of its own: the answer decides a fence, and a lapse recorded for good, and a
+	// pass whose deadline the member API server used up (its writes hanging while it stopped or
+	// came back) asked with none left and fenced a primary on its failsafe (the end-to-end suite,
+	// the member API server stopped: 75 s without a write).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failsafeReadBudget)
+	defer cancel()
 	pods := &corev1.PodList{}
 	if err := member.List(ctx, pods, client.InNamespace(mdb.Spec.DatabaseRef.Namespace), client.MatchingLabels(specs.SelectorLabels(mdb))); err != nil {
 		return false
@@ -39,6 +49,9 @@ func (r *Reconciler) onFailsafe(ctx context.Context, member client.Client, mdb *
 			continue
 		}
 		in, err := readInstance(ctx, c, t.url, r.now)
+		if err != nil && ctx.Err() == nil {
+			in, err = readInstance(ctx, c, t.url, r.now) // once more: one lost answer is no proof
+		}
 		ok := err == nil && in.Role == dbfleetv1alpha1.InstanceRunningPrimary && in.Epoch == mdb.Spec.Epoch &&
 			in.Failsafe != nil && (in.Failsafe.Active || len(in.Failsafe.Unheard) == 0)
 		if ok {
