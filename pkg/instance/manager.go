@@ -23,6 +23,7 @@ import (
 	"github.com/dbfleet/dbfleet/pkg/instance/observe"
 	"github.com/dbfleet/dbfleet/pkg/instance/pgconf"
 	"github.com/dbfleet/dbfleet/pkg/instance/postgres"
+	"github.com/dbfleet/dbfleet/pkg/instance/reaper"
 )
 
 const (
@@ -32,6 +33,8 @@ const (
 	// restartBackoff spaces attempts to start postgres (a crashed postmaster's backends may hold
 	// its shared memory for a moment).
 	restartBackoff = time.Second
+	// reapInterval: how often, as PID 1, the manager reaps orphaned zombies (package reaper).
+	reapInterval = 5 * time.Second
 	// retryBackoff spaces retries of a failed action (a clone while the primary starts up).
 	retryBackoff = 2 * time.Second
 	// shutdownTimeout is how long a fast shutdown on SIGTERM may take before it turns immediate.
@@ -185,6 +188,11 @@ func (m *Manager) Run(ctx context.Context) error {
 	wg.Add(2)
 	go func() { defer wg.Done(); m.obs.Run(runCtx) }()
 	go func() { defer wg.Done(); m.watchServer(runCtx) }()
+	if os.Getpid() == 1 {
+		// PID 1 of its container: the orphans of a postmaster that died at once are ours.
+		wg.Add(1)
+		go func() { defer wg.Done(); reaper.Run(runCtx, reapInterval, m.log) }()
+	}
 	defer func() { cancel(); wg.Wait() }()
 
 	changed := m.obs.Changed()

@@ -88,6 +88,9 @@ func killPostmaster(env []string) bool {
 		if len(fields) < 2 {
 			continue
 		}
+		if fields[0] == "Z" {
+			continue // exited, not reaped: killing it again proves nothing
+		}
 		ppid, _ := strconv.Atoi(fields[1])
 		parents[pid], names[pid] = ppid, string(stat[open+1:close])
 		raw, err := os.ReadFile(filepath.Join("/proc", p.Name(), "environ"))
