@@ -56,8 +56,9 @@ type passResult struct {
 	// primary).
 	leaseErr error
 	// primaryLost says the share's primary pod was counted lost (watchPrimary): its Lease is
-	// renewed no more.
+	// renewed no more; lostWhy says why it was.
 	primaryLost bool
+	lostWhy     string
 	// fenceMessage, when set, is why the share is fenced: its primary Lease lapsed
 	// (judgeLeaseLapse) or its primary was lost (fenceReason PrimaryLost) rather than its hub
 	// lease.
@@ -121,6 +122,9 @@ func (r *Reconciler) applyShare(ctx context.Context, hub client.Reader, member c
 		// Once lost, lost at this epoch: a pass that could not read the instances renews
 		// nothing either.
 		p.primaryLost = p.primaryLost || (primary && share.primary.lostAt(mdb.Spec.Epoch))
+		if p.primaryLost {
+			p.lostWhy = share.primary.why
+		}
 		fail(false, err)
 		p.endpoints, err = shareEndpoints(ctx, member, mdb, p.instances)
 		fail(false, err)

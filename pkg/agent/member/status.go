@@ -109,6 +109,13 @@ func setFencedCondition(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult, fe
 	case fenced:
 		setCondition(mdb, dbfleetv1alpha1.ConditionFenced, metav1.ConditionTrue, dbfleetv1alpha1.ReasonHubLeaseExpired,
 			fmt.Sprintf("the agent fenced its primary at epoch %d: no successful hub renewal within fenceAfter; it stays fenced until the hub hands out a higher epoch", mdb.Spec.Epoch))
+	case mdb.Spec.Role == dbfleetv1alpha1.RolePrimary && pass.primaryLost && pass.instanceFencedAt == mdb.Spec.Epoch:
+		// Counted lost, and the instance says it has stopped at this epoch for good (its Lease,
+		// which the agent renews no more, ran out): as certain a stop as the Lease's run-out,
+		// and sooner. Reported as a loss, so that the hub promotes a standby, not this pod again
+		// (a crash-looping primary fenced itself first, and was handed the next epoch).
+		setCondition(mdb, dbfleetv1alpha1.ConditionFenced, metav1.ConditionTrue, dbfleetv1alpha1.ReasonPrimaryLost,
+			fmt.Sprintf("%s at epoch %d, and its instance has fenced itself: the hub promotes the most advanced eligible standby at a higher epoch", pass.lostWhy, mdb.Spec.Epoch))
 	case mdb.Spec.Role == dbfleetv1alpha1.RolePrimary && pass.instanceFencedAt > 0 && pass.instanceFencedAt == mdb.Spec.Epoch:
 		// The engine fenced itself (it saw no Lease renewal in time: a busy API server, say)
 		// while the agent kept its hub lease. It stays fenced until a higher epoch, so say so:

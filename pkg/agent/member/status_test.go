@@ -166,3 +166,20 @@ func TestDegradedNamesTheWorstProblem(t *testing.T) {
 		}
 	}
 }
+
+// A primary whose instance fenced itself is reported InstanceFenced (the hub hands the same pod
+// the next epoch), unless the agent counted it lost: then PrimaryLost, so that a standby takes
+// over instead of the crash-looping pod.
+func TestFencedSaysALostPrimaryWasLost(t *testing.T) {
+	for _, tc := range []struct {
+		lost bool
+		want string
+	}{{false, dbfleetv1alpha1.ReasonInstanceFenced}, {true, dbfleetv1alpha1.ReasonPrimaryLost}} {
+		mdb := &dbfleetv1alpha1.MemberDatabase{Spec: dbfleetv1alpha1.MemberDatabaseSpec{Role: dbfleetv1alpha1.RolePrimary, Epoch: 4}}
+		setFencedCondition(mdb, passResult{instanceFencedAt: 4, primaryLost: tc.lost, lostWhy: "the primary pod db-0 crash-looped"}, false)
+		c := meta.FindStatusCondition(mdb.Status.Conditions, dbfleetv1alpha1.ConditionFenced)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != tc.want {
+			t.Errorf("lost %t: Fenced %+v, want True %s", tc.lost, c, tc.want)
+		}
+	}
+}
