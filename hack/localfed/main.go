@@ -13,7 +13,8 @@
 //	localfed kill MEMBER        # kill a whole member at once (its processes and containers, SIGKILL); start its components again to bring it back
 //	localfed kill-node NODE     # kill one node (its kubelet, containerd and containers); its member's API server and agent run on
 //	localfed partition MEMBER   # cut a member's pods from the other members' and its agent from the hub (iptables DROP)
-//	localfed heal MEMBER        # remove that partition
+//	localfed partition MEMBER --from OTHER  # cut its pods from OTHER's pods only (the agent keeps the hub)
+//	localfed heal MEMBER [--from OTHER]     # remove its partitions (or that one)
 package main
 
 import (
@@ -52,7 +53,8 @@ const usage = `usage: localfed COMMAND [flags]
            cut member M off, everything kept running: its pods from every other member's
            pods (both ways) and its agent from the hub API server, by iptables rules that drop
            the packets; as root
-  heal M   remove member M's partition
+           --from O cuts M's pods from member O's pods only, both ways, and nothing else
+  heal M   remove member M's partitions (--from O: that one only)
 
 Run 'localfed COMMAND -h' for the flags of a command.
 `
@@ -78,6 +80,10 @@ func main() {
 	var members string
 	if cmd == "up" {
 		o.addFlags(fs, &members)
+	}
+	var from string
+	if cmd == "partition" || cmd == "heal" {
+		fs.StringVar(&from, "from", "", "cut (or heal) the member's pods from this one member's pods only, and nothing else")
 	}
 	if err := fs.Parse(args); err != nil {
 		os.Exit(2)
@@ -124,13 +130,20 @@ func main() {
 		}
 		err = killNode(d, fs.Arg(0))
 	case "partition", "heal":
-		if fs.NArg() != 1 {
-			fail(fmt.Errorf("%s takes one member, e.g. west", cmd))
+		rest := fs.Args()
+		if len(rest) > 1 { // flags after the member: partition west --from east
+			if err := fs.Parse(rest[1:]); err != nil {
+				os.Exit(2)
+			}
+			rest = append(rest[:1:1], fs.Args()...)
+		}
+		if len(rest) != 1 {
+			fail(fmt.Errorf("%s takes one member, e.g. west (and --from east to cut it from that member's pods only)", cmd))
 		}
 		if cmd == "partition" {
-			err = partitionMember(d, fs.Arg(0))
+			err = partitionMember(d, rest[0], from)
 		} else {
-			err = healCommand(d, fs.Arg(0))
+			err = healCommand(d, rest[0], from)
 		}
 	case "start", "stop":
 		if fs.NArg() < 1 || (cmd == "stop" && fs.NArg() != 1) {

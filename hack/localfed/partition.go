@@ -135,8 +135,13 @@ func removeAgentMarks(ctx context.Context, d layout.Dir) error {
 
 // partitionPlan is what partitioning one member cuts.
 type partitionPlan struct {
-	member  string
-	comment string // on each hook
+	member string
+	// from, when set, is the one other member whose pods alone are cut from member's (a partial
+	// partition, `partition MEMBER --from OTHER`): otherSubnets are its node subnets, and nothing
+	// else is cut (the agent keeps the hub).
+	from         string
+	otherSubnets []string
+	comment      string // on each hook
 	// ownSubnets are the member's node subnets; podNetwork is the federation's (empty with kwok).
 	ownSubnets []string
 	podNetwork string
@@ -161,6 +166,20 @@ type partitionChain struct {
 // chains are the iptables chains that make p's partition, in the order to create them.
 func (p partitionPlan) chains() []partitionChain {
 	var out []partitionChain
+	if p.from != "" {
+		if len(p.ownSubnets) == 0 || len(p.otherSubnets) == 0 {
+			return nil
+		}
+		c := partitionChain{name: p.podsChain, hooks: []string{"FORWARD", "INPUT", "OUTPUT"}}
+		for _, own := range p.ownSubnets {
+			for _, other := range p.otherSubnets {
+				c.rules = append(c.rules,
+					[]string{"-s", own, "-d", other, "-j", "DROP"},
+					[]string{"-s", other, "-d", own, "-j", "DROP"})
+			}
+		}
+		return append(out, c)
+	}
 	if p.podNetwork != "" && len(p.ownSubnets) > 0 {
 		c := partitionChain{name: p.podsChain, hooks: []string{"FORWARD", "INPUT", "OUTPUT"}}
 		// Its own subnets first: a member with several nodes routes between their bridges.
@@ -191,14 +210,22 @@ func hookArgs(comment, chain string) []string {
 	return []string{"-m", "comment", "--comment", comment, "-j", chain}
 }
 
-// partitionComment marks the hooks of member's partition chains.
-func partitionComment(d layout.Dir, member string) string {
-	return hookComment(d) + " partition " + member
+// partitionKey names a partition: member's, or member's from other (a partial one).
+func partitionKey(member, from string) string {
+	if from == "" {
+		return member
+	}
+	return member + " from " + from
 }
 
-// partitionChainNames are the names of member's two chains.
-func partitionChainNames(d layout.Dir, member string) (pods, hub string) {
-	sum := sha256.Sum256([]byte(string(d) + "\x00" + member))
+// partitionComment marks the hooks of a partition's chains (key: partitionKey).
+func partitionComment(d layout.Dir, key string) string {
+	return hookComment(d) + " partition " + key
+}
+
+// partitionChainNames are the names of a partition's two chains (key: partitionKey).
+func partitionChainNames(d layout.Dir, key string) (pods, hub string) {
+	sum := sha256.Sum256([]byte(string(d) + "\x00" + key))
 	h := strings.ToUpper(hex.EncodeToString(sum[:4]))
 	return "DBFLEET-PODS-" + h, "DBFLEET-HUB-" + h
 }
@@ -212,14 +239,31 @@ func memberIndex(st *layout.State, member string) (int, error) {
 	return i, nil
 }
 
-// planPartition reads what partitioning member cuts from the state directory.
-func planPartition(d layout.Dir, st *layout.State, member string) (partitionPlan, error) {
+// planPartition reads what partitioning member cuts from the state directory: from every other
+// member and the hub, or with from set, from that member's pods only.
+func planPartition(d layout.Dir, st *layout.State, member, from string) (partitionPlan, error) {
 	i, err := memberIndex(st, member)
 	if err != nil {
 		return partitionPlan{}, err
 	}
-	p := partitionPlan{member: member, comment: partitionComment(d, member), mark: agentMark(i)}
-	p.podsChain, p.hubChain = partitionChainNames(d, member)
+	key := partitionKey(member, from)
+	p := partitionPlan{member: member, from: from, comment: partitionComment(d, key), mark: agentMark(i)}
+	p.podsChain, p.hubChain = partitionChainNames(d, key)
+	if from != "" {
+		if _, err := memberIndex(st, from); err != nil {
+			return p, err
+		}
+		if from == member {
+			return p, fmt.Errorf("a member cannot be cut from itself (%s)", member)
+		}
+		for _, n := range st.NodesOf(member) {
+			p.ownSubnets = append(p.ownSubnets, n.Subnet)
+		}
+		for _, n := range st.NodesOf(from) {
+			p.otherSubnets = append(p.otherSubnets, n.Subnet)
+		}
+		return p, nil
+	}
 	if st.Network != nil {
 		p.podNetwork = podNetwork(st.Network)
 		for _, n := range st.NodesOf(member) {
@@ -268,13 +312,14 @@ func iptables(ctx context.Context, table string, args ...string) error {
 	return run(ctx, "iptables", append([]string{"-w", "-t", table}, args...)...)
 }
 
-// partitionMember cuts member off the federation; a member already partitioned stays so.
-func partitionMember(d layout.Dir, member string) error {
+// partitionMember cuts member off the federation, or with from set its pods from that member's
+// pods only; a partition already in place stays so.
+func partitionMember(d layout.Dir, member, from string) error {
 	st, err := d.Load()
 	if err != nil {
 		return err
 	}
-	p, err := planPartition(d, st, member)
+	p, err := planPartition(d, st, member, from)
 	if err != nil {
 		return err
 	}
@@ -282,21 +327,25 @@ func partitionMember(d layout.Dir, member string) error {
 		return errors.New("partition needs root (iptables rules)")
 	}
 	chains := p.chains()
+	if len(chains) == 0 && from != "" {
+		return fmt.Errorf("nothing to cut: %s or %s has fake nodes (kwok)", member, from)
+	}
 	if len(chains) == 0 {
 		return fmt.Errorf("nothing to cut: %s has fake nodes (kwok) and no agent process", member)
 	}
+	key := partitionKey(member, from)
 	ctx := context.Background()
 	if p.agentGroup != 0 && !chainExists(ctx, "mangle", agentMarksChain(d)) {
 		return fmt.Errorf("the chain that marks the agents' connections (mangle %s) is gone, so %s's cannot be told apart: "+
 			"bring the federation up again", agentMarksChain(d), layout.Agent(member))
 	}
 	if partitionComplete(ctx, p.comment, chains) {
-		say("%s: already partitioned", member)
+		say("%s: already partitioned", key)
 		return nil
 	}
 	// What an interrupted partition left goes first; the hooks come last, so the cut starts
 	// whole.
-	if err := healMember(d, member); err != nil {
+	if err := healPartition(d, key); err != nil {
 		return err
 	}
 	for _, c := range chains {
@@ -316,12 +365,19 @@ func partitionMember(d layout.Dir, member string) error {
 			}
 		}
 	}
-	say("%s: partitioned: %s; bin/localfed heal %s undoes it", member, describeCut(p), member)
+	undo := member
+	if from != "" {
+		undo += " --from " + from
+	}
+	say("%s: partitioned: %s; bin/localfed heal %s undoes it", key, describeCut(p), undo)
 	return nil
 }
 
 // describeCut says what p cuts, for people.
 func describeCut(p partitionPlan) string {
+	if p.from != "" {
+		return fmt.Sprintf("its pods (%s) from %s's pods (%s), both ways; everything else as it was", strings.Join(p.ownSubnets, ", "), p.from, strings.Join(p.otherSubnets, ", "))
+	}
 	var what []string
 	if p.podNetwork != "" && len(p.ownSubnets) > 0 {
 		what = append(what, fmt.Sprintf("its pods (%s) from the rest of %s, both ways", strings.Join(p.ownSubnets, ", "), p.podNetwork))
@@ -352,12 +408,23 @@ func partitionComplete(ctx context.Context, comment string, chains []partitionCh
 // partitionHooks are every built-in chain a partition chain may hang off.
 var partitionHooks = []string{"FORWARD", "INPUT", "OUTPUT"}
 
-// healMember removes member's partition, whatever of it exists; a member not partitioned is
-// healed already.
-func healMember(d layout.Dir, member string) error {
+// healMember removes member's partitions, whole and partial (from any other member of st),
+// whatever of them exists; a member not partitioned is healed already.
+func healMember(d layout.Dir, st *layout.State, member string) error {
+	errs := []error{healPartition(d, member)}
+	for _, other := range st.MemberNames() {
+		if other != member {
+			errs = append(errs, healPartition(d, partitionKey(member, other)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// healPartition removes one partition (key: partitionKey), whatever of it exists.
+func healPartition(d layout.Dir, key string) error {
 	ctx := context.Background()
-	comment := partitionComment(d, member)
-	pods, hub := partitionChainNames(d, member)
+	comment := partitionComment(d, key)
+	pods, hub := partitionChainNames(d, key)
 	var errs []error
 	for _, chain := range []string{pods, hub} {
 		for _, builtin := range partitionHooks {
@@ -377,8 +444,9 @@ func healMember(d layout.Dir, member string) error {
 	return errors.Join(errs...)
 }
 
-// healCommand is `localfed heal MEMBER`.
-func healCommand(d layout.Dir, member string) error {
+// healCommand is `localfed heal MEMBER [--from OTHER]`: without from, every partition of
+// member's, whole or partial.
+func healCommand(d layout.Dir, member, from string) error {
 	st, err := d.Load()
 	if err != nil {
 		return err
@@ -386,18 +454,31 @@ func healCommand(d layout.Dir, member string) error {
 	if _, err := memberIndex(st, member); err != nil {
 		return err
 	}
+	if from != "" {
+		if _, err := memberIndex(st, from); err != nil {
+			return err
+		}
+	}
 	if os.Geteuid() != 0 {
 		return errors.New("heal needs root (iptables rules)")
 	}
-	was := len(partitionedMembers(d, []string{member})) > 0
-	if err := healMember(d, member); err != nil {
+	key := partitionKey(member, from)
+	var was bool
+	if from != "" {
+		was = partitioned(d, key)
+		err = healPartition(d, key)
+	} else {
+		was = len(partitionedMembers(d, st, []string{member})) > 0
+		err = healMember(d, st, member)
+	}
+	if err != nil {
 		return err
 	}
 	if !was {
-		say("%s: not partitioned", member)
+		say("%s: not partitioned", key)
 		return nil
 	}
-	say("%s: healed (its partition rules and chains removed)", member)
+	say("%s: healed (its partition rules and chains removed)", key)
 	return nil
 }
 
@@ -407,9 +488,9 @@ func healAll(d layout.Dir, st *layout.State) error {
 		return nil // not root: none was made
 	}
 	var errs []error
-	cut := partitionedMembers(d, st.MemberNames())
+	cut := partitionedMembers(d, st, st.MemberNames())
 	for _, m := range st.MemberNames() {
-		if err := healMember(d, m); err != nil {
+		if err := healMember(d, st, m); err != nil {
 			errs = append(errs, fmt.Errorf("heal %s: %w", m, err))
 		}
 	}
@@ -422,18 +503,28 @@ func healAll(d layout.Dir, st *layout.State) error {
 	return errors.Join(errs...)
 }
 
-// partitionedMembers are those of members with a partition chain; none when iptables cannot be
-// read (not root).
-func partitionedMembers(d layout.Dir, members []string) []string {
-	ctx := context.Background()
+// partitionedMembers are the partitions of members that exist (their partitionKey: "west", or
+// "west from east" for a partial one); none when iptables cannot be read (not root).
+func partitionedMembers(d layout.Dir, st *layout.State, members []string) []string {
 	var out []string
 	for _, m := range members {
-		pods, hub := partitionChainNames(d, m)
-		if chainExists(ctx, "filter", pods) || chainExists(ctx, "filter", hub) {
+		if partitioned(d, m) {
 			out = append(out, m)
+		}
+		for _, other := range st.MemberNames() {
+			if key := partitionKey(m, other); other != m && partitioned(d, key) {
+				out = append(out, key)
+			}
 		}
 	}
 	return out
+}
+
+// partitioned says a chain of the partition (key: partitionKey) exists.
+func partitioned(d layout.Dir, key string) bool {
+	ctx := context.Background()
+	pods, hub := partitionChainNames(d, key)
+	return chainExists(ctx, "filter", pods) || chainExists(ctx, "filter", hub)
 }
 
 // partitionLeftovers lists the partition chains of st's members, and the agents' marks chain,
@@ -443,7 +534,7 @@ func partitionLeftovers(d layout.Dir, st *layout.State) []string {
 		return nil // not root: none was made
 	}
 	var out []string
-	for _, m := range partitionedMembers(d, st.MemberNames()) {
+	for _, m := range partitionedMembers(d, st, st.MemberNames()) {
 		out = append(out, "partition chains of "+m)
 	}
 	if chainExists(context.Background(), "mangle", agentMarksChain(d)) {

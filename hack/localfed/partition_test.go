@@ -116,7 +116,7 @@ func TestPlanPartition(t *testing.T) {
 	st.Record(layout.Component{Name: layout.Agent("east"), Args: []string{"agent"}})
 	writeHubKubeconfig(t, d.AgentHubKubeconfig("west"), "https://127.0.0.1:36443")
 
-	p, err := planPartition(d, st, "west")
+	p, err := planPartition(d, st, "west", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,15 +126,35 @@ func TestPlanPartition(t *testing.T) {
 		t.Errorf("plan %+v", p)
 	}
 
-	if _, err := planPartition(d, st, "north"); err == nil || !strings.Contains(err.Error(), "east, west, central") {
+	if _, err := planPartition(d, st, "north", ""); err == nil || !strings.Contains(err.Error(), "east, west, central") {
 		t.Errorf("unknown member: %v, want an error naming the members", err)
 	}
-	if _, err := planPartition(d, st, "east"); err == nil || !strings.Contains(err.Error(), "group of its own") {
+	if _, err := planPartition(d, st, "east", ""); err == nil || !strings.Contains(err.Error(), "group of its own") {
 		t.Errorf("agent without a group: %v, want an error", err)
 	}
-	p, err = planPartition(d, st, "central") // no agent process (--no-dbfleet): its pods only
+	p, err = planPartition(d, st, "central", "") // no agent process (--no-dbfleet): its pods only
 	if err != nil || p.agentGroup != 0 || len(p.chains()) != 1 {
 		t.Errorf("no agent: %+v, %v; want the pods chain only", p, err)
+	}
+
+	// A partial partition: west's pods from east's only, both ways; the agent keeps the hub, and
+	// its chain is its own.
+	p, err = planPartition(d, st, "west", "east")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chains := p.chains()
+	want := [][]string{{"-s", "10.204.2.0/24", "-d", "10.204.1.0/24", "-j", "DROP"}, {"-s", "10.204.1.0/24", "-d", "10.204.2.0/24", "-j", "DROP"}}
+	if len(chains) != 1 || !reflect.DeepEqual(chains[0].rules, want) || p.comment != "localfed "+string(d)+" partition west from east" {
+		t.Errorf("west from east: %+v; want one chain dropping %v", chains, want)
+	}
+	if whole, _ := partitionChainNames(d, "west"); chains[0].name == whole {
+		t.Errorf("the partial partition's chain %s is the whole partition's", whole)
+	}
+	for _, from := range []string{"west", "north"} {
+		if _, err := planPartition(d, st, "west", from); err == nil {
+			t.Errorf("west from %s planned; want an error", from)
+		}
 	}
 }
 

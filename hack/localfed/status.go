@@ -54,7 +54,7 @@ func status(d layout.Dir) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", n, pidText, state, rel(d.LogFile(n)))
 	}
 	_ = w.Flush()
-	if cut := partitionedMembers(d, st.MemberNames()); len(cut) > 0 {
+	if cut := partitionedMembers(d, st, st.MemberNames()); len(cut) > 0 {
 		fmt.Printf("\npartitioned: %s (bin/localfed heal MEMBER undoes it)\n", strings.Join(cut, ", "))
 	}
 	if down < len(names) {

@@ -25,7 +25,10 @@ const maxWriteGap = time.Second
 // each fault: no stretch without an acknowledged write longer than maxWriteGap, no promotion (the
 // same primary at the same epoch), writes acknowledged by that primary only; and once the fault
 // heals the database converges as it was. The primary goes on because it hears its standbys (its
-// failsafe, docs/failover.md), and no standby is promoted because none is silent.
+// failsafe, docs/failover.md), and no standby is promoted because none is silent. Last, a fault
+// of the data plane that must not fail over either: one standby's member cut from the primary's
+// only, while the hub sees every member (the primary's Lease stays fresh; the silent standby's
+// silence alone promotes nothing).
 func TestWritesGoOnWithoutTheControlPlane(t *testing.T) {
 	fed.requireHealthy(t)
 	const ns, home = "control-plane", "east"
@@ -81,6 +84,12 @@ func TestWritesGoOnWithoutTheControlPlane(t *testing.T) {
 		}, "the primary's agent cut off the hub; it, its pods and its API server run on"},
 		{"PrimaryAPIServerStopped", short, func() (inject, heal func(t *testing.T)) { return stopAll(layout.APIServer(home)) },
 			"the primary member's API server stopped; its agent, kubelet and pods run on"},
+		{"StandbyCutFromThePrimary", short, func() (inject, heal func(t *testing.T)) {
+			// One standby's member cut from the primary's member only: the hub sees every
+			// member, the primary's Lease stays fresh, the other standby confirms its commits.
+			var healFn func(t *testing.T)
+			return func(t *testing.T) { healFn = fed.partitionFrom(t, home, membersExcept(home)[0]) }, func(t *testing.T) { healFn(t) }
+		}, "one standby's member cut from the primary's member only (localfed partition --from); the hub sees every member"},
 	}
 	for _, tc := range cases {
 		ok := t.Run(tc.name, func(t *testing.T) {

@@ -361,6 +361,30 @@ func (f *federation) partitionForReal(t *testing.T, member string) (heal func(t 
 	return heal
 }
 
+// partitionFrom cuts member's pods from other's pods only (`localfed partition MEMBER --from
+// OTHER`), everything else as it was; heal, or the test's end, removes it.
+func (f *federation) partitionFrom(t *testing.T, member, other string) (heal func(t *testing.T)) {
+	t.Helper()
+	var out bytes.Buffer
+	if err := f.localfed(&out, "partition", member, "--from", other); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	t.Logf("localfed partition %s --from %s: %s", member, other, strings.TrimSpace(out.String()))
+	healed := false
+	heal = func(t *testing.T) {
+		if healed {
+			return
+		}
+		healed = true
+		var out bytes.Buffer
+		if err := f.localfed(&out, "heal", member, "--from", other); err != nil {
+			t.Errorf("%v\n%s", err, out.String())
+		}
+	}
+	t.Cleanup(func() { heal(t) })
+	return heal
+}
+
 // membersExcept lists the members but those given.
 func membersExcept(skip ...string) []string {
 	return slices.DeleteFunc(slices.Clone(members), func(m string) bool { return slices.Contains(skip, m) })
