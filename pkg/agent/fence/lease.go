@@ -2,12 +2,14 @@ package fence
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -50,8 +52,16 @@ func RenewPrimaryLease(ctx context.Context, member client.Client, namespace, db,
 			return nil // nothing newer to say
 		}
 	}
-	lease.Spec = spec
-	if err := member.Update(ctx, lease); err != nil {
+	// The whole spec as a merge patch, without the resourceVersion: the read above comes from
+	// the agent's cache, which a member API server that restarted can leave stale for a minute,
+	// and an update from it was refused as a conflict renewal after renewal (the end-to-end suite:
+	// the primary ran on its failsafe for 60 s after its API server came back). Only this agent
+	// writes the Lease, under the share's lock; every field is written, whatever the cache says.
+	patch, err := json.Marshal(map[string]any{"spec": spec})
+	if err != nil {
+		return fmt.Errorf("renew primary lease: %w", err)
+	}
+	if err := member.Patch(ctx, lease, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return fmt.Errorf("renew primary lease: %w", err)
 	}
 	return nil

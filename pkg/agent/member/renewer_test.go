@@ -58,11 +58,11 @@ func newRenewerFixture(t *testing.T) *renewerFixture {
 			}
 			return c.Create(ctx, obj, opts...)
 		},
-		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			if f.refuse.Load() {
 				return refused()
 			}
-			return c.Update(ctx, obj, opts...)
+			return c.Patch(ctx, obj, patch, opts...)
 		},
 	}).Build()
 	f.share = f.r.shares.get(shareKey{cluster: "east", NamespacedName: client.ObjectKeyFromObject(f.mdb)})
@@ -192,6 +192,9 @@ func TestRenewerRecordsTriedRenewalsForTheLapse(t *testing.T) {
 	timedOut := errors.New("the server was unable to return a response in the time allotted")
 	f.member = fake.NewClientBuilder().WithScheme(scheme.New()).WithInterceptorFuncs(interceptor.Funcs{
 		Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error { return timedOut },
+		Patch: func(context.Context, client.WithWatch, client.Object, client.Patch, ...client.PatchOption) error {
+			return timedOut
+		},
 	}).Build()
 	f.share.lease.live.member = f.member
 	renewed := f.renew(5 * time.Second)
@@ -273,10 +276,10 @@ func TestStopWaitsForTheRenewalInFlight(t *testing.T) {
 	f.pass()
 	inFlight, release := make(chan struct{}), make(chan struct{})
 	f.share.lease.live.member = interceptor.NewClient(f.member.(client.WithWatch), interceptor.Funcs{
-		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			close(inFlight)
 			<-release
-			return c.Update(ctx, obj, opts...)
+			return c.Patch(ctx, obj, patch, opts...)
 		},
 	})
 	f.clock.Step(5 * time.Second)
