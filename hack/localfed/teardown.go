@@ -21,6 +21,7 @@ import (
 
 	"github.com/dbfleet/dbfleet/hack/localfed/layout"
 	"github.com/dbfleet/dbfleet/internal/process"
+	"github.com/dbfleet/dbfleet/internal/procfs"
 )
 
 // Taking real nodes down leaves nothing behind, also after an `up` that crashed or a kubelet or
@@ -278,19 +279,9 @@ func processesMentioning(s string) []int {
 
 // parentOf is a process's parent pid, 0 when unknown.
 func parentOf(pid int) int {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := procfs.ReadStat(pid)
 	if err != nil {
 		return 0
 	}
-	// pid (comm) state ppid ...: comm may hold spaces and parentheses, so cut at the last ')'.
-	rest := string(raw)
-	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
-		rest = rest[i+1:]
-	}
-	fields := strings.Fields(rest)
-	if len(fields) < 2 {
-		return 0
-	}
-	ppid, _ := strconv.Atoi(fields[1])
-	return ppid
+	return st.PPid
 }

@@ -1,10 +1,10 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/internal/procfs"
 	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
@@ -66,63 +67,26 @@ func crashLoop(ns, db string) func(member string) (inject, heal func(t *testing.
 // environment holds every one of env: the child named postgres of the process that has them
 // and whose parent does not. It reports whether it found one.
 func killPostmaster(env []string) bool {
-	procs, _ := os.ReadDir("/proc")
+	all := procfs.All()
 	managers := map[int]bool{}
 	parents := map[int]int{}
-	names := map[int]string{}
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so cut at the last ')'.
-		open, close := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
-		if open < 0 || close < open {
-			continue
-		}
-		fields := strings.Fields(string(stat[close+1:]))
-		if len(fields) < 2 {
-			continue
-		}
-		if fields[0] == "Z" {
-			continue // exited, not reaped: killing it again proves nothing
-		}
-		ppid, _ := strconv.Atoi(fields[1])
-		parents[pid], names[pid] = ppid, string(stat[open+1:close])
-		raw, err := os.ReadFile(filepath.Join("/proc", p.Name(), "environ"))
+	for _, st := range all {
+		parents[st.Pid] = st.PPid
+		raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(st.Pid), "environ"))
 		if err != nil {
 			continue
 		}
 		vars := strings.Split(string(raw), "\x00")
-		all := true
-		for _, e := range env {
-			if !contains(vars, e) {
-				all = false
-				break
-			}
-		}
-		if all {
-			managers[pid] = true
+		if !slices.ContainsFunc(env, func(e string) bool { return !slices.Contains(vars, e) }) {
+			managers[st.Pid] = true
 		}
 	}
-	for pid, ppid := range parents {
-		// The postmaster: a postgres child of a matching process whose own parent does not
-		// match (the instance manager, PID 1 of its container). Its own children match too.
-		if names[pid] == "postgres" && managers[ppid] && !managers[parents[ppid]] {
-			return syscall.Kill(pid, syscall.SIGKILL) == nil
-		}
-	}
-	return false
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
+	for _, st := range all {
+		// The postmaster: a live postgres child of a matching process whose own parent does not
+		// match (the instance manager, PID 1 of its container). Its own children match too, and
+		// an exited one (a zombie) proves nothing killed.
+		if st.Name == "postgres" && !st.Zombie() && managers[st.PPid] && !managers[parents[st.PPid]] {
+			return syscall.Kill(st.Pid, syscall.SIGKILL) == nil
 		}
 	}
 	return false

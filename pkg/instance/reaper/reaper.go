@@ -1,16 +1,14 @@
 package reaper
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/dbfleet/dbfleet/internal/procfs"
 )
 
 // Run reaps, every interval until ctx ends, the zombie children of this process that were
@@ -55,27 +53,9 @@ func reap(before map[int]bool) (map[int]bool, int) {
 // zombieChildren are the processes whose parent is ppid and that have exited unreaped.
 func zombieChildren(ppid int) map[int]bool {
 	out := map[int]bool{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-		end := bytes.LastIndexByte(stat, ')')
-		if end < 0 {
-			continue
-		}
-		fields := strings.Fields(string(stat[end+1:]))
-		if len(fields) < 2 || fields[0] != "Z" {
-			continue
-		}
-		if parent, _ := strconv.Atoi(fields[1]); parent == ppid {
-			out[pid] = true
+	for _, st := range procfs.All() {
+		if st.Zombie() && st.PPid == ppid {
+			out[st.Pid] = true
 		}
 	}
 	return out
