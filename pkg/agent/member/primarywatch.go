@@ -79,9 +79,12 @@ func readPrimary(mdb *dbfleetv1alpha1.MemberDatabase, reports []instanceReport) 
 		// Serving: postgres runs as primary at the epoch and the instance answers, ready or
 		// not (a primary waiting for its synchronous standbys, or with a full volume, is not
 		// lost: promoting another pod would not bring them back). A primary that fenced itself
-		// is no loss either: the hub hands it a higher epoch (repromoteFencedPrimary).
-		r.serving = in.Epoch >= mdb.Spec.Epoch &&
-			(in.Role == dbfleetv1alpha1.InstanceRunningPrimary || in.Role == dbfleetv1alpha1.InstanceFenced)
+		// at this very epoch is no loss either: the hub hands it a higher epoch
+		// (repromoteFencedPrimary). A pod still fenced from the epoch before, handed this one
+		// and not promoted yet, has not served at it: on a busy machine a re-promoted primary
+		// reporting so was counted as served, then lost while it waited to promote.
+		r.serving = in.Epoch >= mdb.Spec.Epoch && (in.Role == dbfleetv1alpha1.InstanceRunningPrimary ||
+			in.Role == dbfleetv1alpha1.InstanceFenced && in.PromotedEpoch == in.Epoch)
 		r.what = fmt.Sprintf("its instance reports role %s, ready %t, epoch %d", in.Role, in.Ready, in.Epoch)
 		if in.Message != "" {
 			r.what += ": " + in.Message

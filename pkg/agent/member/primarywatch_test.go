@@ -104,8 +104,8 @@ func TestPrimaryWatchCountsALostPrimary(t *testing.T) {
 }
 
 // TestReadPrimaryJudgesServing pins what counts as serving: postgres running as primary at the
-// share's epoch (ready or not), or fenced by its own Lease judgement; not stopped, unknown, a
-// standby, or a primary of an older epoch.
+// share's epoch (ready or not), or fenced by its own Lease judgement at that epoch; not stopped,
+// unknown, a standby, a primary of an older epoch, or one still fenced from the epoch before.
 func TestReadPrimaryJudgesServing(t *testing.T) {
 	mdb := &dbfleetv1alpha1.MemberDatabase{Spec: dbfleetv1alpha1.MemberDatabaseSpec{
 		DatabaseRef: dbfleetv1alpha1.DatabaseReference{Name: "db"}, Role: dbfleetv1alpha1.RolePrimary, Epoch: 3,
@@ -117,7 +117,8 @@ func TestReadPrimaryJudgesServing(t *testing.T) {
 	}{
 		{dbfleetv1alpha1.InstanceStatus{Role: dbfleetv1alpha1.InstanceRunningPrimary, Ready: true, Epoch: 3}, true},
 		{dbfleetv1alpha1.InstanceStatus{Role: dbfleetv1alpha1.InstanceRunningPrimary, Ready: false, Epoch: 3}, true},
-		{dbfleetv1alpha1.InstanceStatus{Role: dbfleetv1alpha1.InstanceFenced, Epoch: 3}, true},
+		{dbfleetv1alpha1.InstanceStatus{Role: dbfleetv1alpha1.InstanceFenced, Epoch: 3, PromotedEpoch: 3}, true},
+		{dbfleetv1alpha1.InstanceStatus{Role: dbfleetv1alpha1.InstanceFenced, Epoch: 3, PromotedEpoch: 2}, false},
 		{dbfleetv1alpha1.InstanceStatus{Role: dbfleetv1alpha1.InstanceRunningPrimary, Ready: true, Epoch: 2}, false},
 		{dbfleetv1alpha1.InstanceStatus{Role: dbfleetv1alpha1.InstanceStopped, Epoch: 3}, false},
 		{dbfleetv1alpha1.InstanceStatus{Role: dbfleetv1alpha1.InstanceUnknown}, false},
