@@ -59,10 +59,10 @@ type passResult struct {
 	// renewed no more; lostWhy says why it was.
 	primaryLost bool
 	lostWhy     string
-	// fenceMessage, when set, is why the share is fenced: its primary Lease lapsed
-	// (judgeLeaseLapse) or its primary was lost (fenceReason PrimaryLost) rather than its hub
-	// lease.
-	fenceMessage, fenceReason string
+	// fenceReason and fenceMessage, when set, say why the share is fenced when it is not for its
+	// hub lease: its primary Lease lapsed (PrimaryLeaseLapsed, judgeLeaseLapse) or its primary
+	// was lost (PrimaryLost, watchPrimary).
+	fenceReason, fenceMessage string
 	// imageProblems are the share's containers that cannot get their image (imageProblems).
 	imageProblems []string
 	// endpoints are the share's addresses as other clusters reach them (shareEndpoints).

@@ -68,7 +68,6 @@ func (r *Reconciler) judgeFence(ctx context.Context, member client.Client, mdb *
 func (r *Reconciler) settleFence(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase, share *shareState, f *fenceState, pass *passResult) time.Duration {
 	primary := mdb.Spec.Role == dbfleetv1alpha1.RolePrimary
 	var lapseWait time.Duration
-	lost := share.primary.lostAt(mdb.Spec.Epoch)
 	if primary && !f.fenced && pass.primaryLost && r.Guard != nil {
 		// Its primary pod was lost: fenced once its Lease has certainly run out, whatever its
 		// failsafe (the agent could not read the instance, or it did not serve).
@@ -89,13 +88,13 @@ func (r *Reconciler) settleFence(ctx context.Context, member client.Client, mdb 
 			var lapsedNow bool
 			if lapsedNow, lapseWait = r.judgeLeaseLapse(ctx, share, mdb, pass.leaseErr, r.now()); lapsedNow {
 				f.fenced, f.fencedAt = true, mdb.Spec.Epoch
-				pass.fenceMessage = lapseMessage(mdb.Spec.Epoch, pass.leaseErr)
+				pass.fenceMessage, pass.fenceReason = lapseMessage(mdb.Spec.Epoch, pass.leaseErr), dbfleetv1alpha1.ReasonPrimaryLeaseLapsed
 			}
 		}
-	} else if f.lapsedHere && f.fenced && lost {
+	} else if f.lapsedHere && f.fenced && pass.primaryLost {
 		pass.fenceMessage, pass.fenceReason = lostMessage(mdb.Spec.Epoch, share.primary.why), dbfleetv1alpha1.ReasonPrimaryLost
 	} else if f.lapsedHere && f.fenced {
-		pass.fenceMessage = lapseMessage(mdb.Spec.Epoch, errors.New("the member API server did not answer"))
+		pass.fenceMessage, pass.fenceReason = lapseMessage(mdb.Spec.Epoch, errors.New("the member API server did not answer")), dbfleetv1alpha1.ReasonPrimaryLeaseLapsed
 	}
 	if f.now && pass.atEpoch && !pass.replacing && share.fenceCounted != f.fencedAt {
 		// Counted once: the StatefulSet now carries the fenced epoch.

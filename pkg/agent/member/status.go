@@ -102,10 +102,8 @@ func setDegradedCondition(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult) 
 
 func setFencedCondition(mdb *dbfleetv1alpha1.MemberDatabase, pass passResult, fenced bool) {
 	switch {
-	case fenced && pass.fenceMessage != "" && pass.fenceReason != "":
+	case fenced && pass.fenceReason != "":
 		setCondition(mdb, dbfleetv1alpha1.ConditionFenced, metav1.ConditionTrue, pass.fenceReason, pass.fenceMessage)
-	case fenced && pass.fenceMessage != "":
-		setCondition(mdb, dbfleetv1alpha1.ConditionFenced, metav1.ConditionTrue, dbfleetv1alpha1.ReasonPrimaryLeaseLapsed, pass.fenceMessage)
 	case fenced:
 		setCondition(mdb, dbfleetv1alpha1.ConditionFenced, metav1.ConditionTrue, dbfleetv1alpha1.ReasonHubLeaseExpired,
 			fmt.Sprintf("the agent fenced its primary at epoch %d: no successful hub renewal within fenceAfter; it stays fenced until the hub hands out a higher epoch", mdb.Spec.Epoch))

@@ -37,16 +37,6 @@ func (sh share) primaryLost(p *dbfleetv1alpha1.PrimaryStatus) bool {
 	return sh.fencedFor(p, dbfleetv1alpha1.ReasonPrimaryLost)
 }
 
-// fencedFor says the share, the primary's at p's epoch and applied at it, reports Fenced=True for
-// reason.
-func (sh share) fencedFor(p *dbfleetv1alpha1.PrimaryStatus, reason string) bool {
-	if sh.mdb == nil || p == nil || sh.mdb.Spec.Epoch != p.Epoch || sh.mdb.Status.Epoch != p.Epoch || sh.mdb.Spec.Role != dbfleetv1alpha1.RolePrimary {
-		return false
-	}
-	c := sh.condition(dbfleetv1alpha1.ConditionFenced)
-	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == reason
-}
-
 // lostPrimaryPlan is where a lost primary goes: here is the best eligible standby of its own
 // share (nil: none), elsewhere says a standby of another Ready cluster is further in the WAL (or
 // the own share has none), so scheduling moves the primary off its cluster.

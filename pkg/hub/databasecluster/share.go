@@ -164,6 +164,16 @@ func (sh share) leaseLapsed(p *dbfleetv1alpha1.PrimaryStatus) bool {
 	return sh.fencedFor(p, dbfleetv1alpha1.ReasonPrimaryLeaseLapsed) || sh.primaryLost(p)
 }
 
+// fencedFor says the share, the primary's at p's epoch and applied at it, reports Fenced=True for
+// reason.
+func (sh share) fencedFor(p *dbfleetv1alpha1.PrimaryStatus, reason string) bool {
+	if sh.mdb == nil || p == nil || sh.mdb.Spec.Epoch != p.Epoch || sh.mdb.Status.Epoch != p.Epoch || sh.mdb.Spec.Role != dbfleetv1alpha1.RolePrimary {
+		return false
+	}
+	c := sh.condition(dbfleetv1alpha1.ConditionFenced)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == reason
+}
+
 // targetNotStreaming says why a planned switchover to pod in this share (on cluster to) must
 // not demote the running primary yet, or "" when it may: the target must be a standby that
 // streams from it, or it will not receive the WAL up to the old primary's final LSN and cannot
