@@ -1,6 +1,8 @@
 package instance
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dbfleet/dbfleet/pkg/contract"
@@ -68,3 +70,31 @@ func (m *Manager) failsafeInputLocked(members []string, now time.Time) decide.Fa
 
 // silenceLocked is how long this instance has exchanged nothing with any primary.
 func (m *Manager) silenceLocked(now time.Time) time.Duration { return m.silence.For(now) }
+
+// failsafeNote says, for a fence's message, why the failsafe did not carry the primary on: off,
+// postgres not running as primary at epoch, or when it last heard each standby of its membership
+// (on a busy machine, which one fell behind tells a slow standby from a slow reading here).
+func (m *Manager) failsafeNote(epoch int64) string {
+	snap := m.obs.Snapshot()
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	local := decide.Local{Running: m.runningLocked(), PromotedEpoch: m.state.PromotedEpoch, FencedEpoch: m.state.FencedEpoch}
+	switch {
+	case !m.opts.Failsafe:
+		return "failsafe off"
+	case !decide.RunsAsPrimaryAt(local, snap.Pod, epoch):
+		return fmt.Sprintf("no failsafe: postgres does not run as the primary of epoch %d", epoch)
+	case len(snap.Standbys) == 0:
+		return "failsafe: no standbys known"
+	}
+	heard := make([]string, 0, len(snap.Standbys))
+	for _, s := range snap.Standbys {
+		if at := m.hearing.Heard(s); at.IsZero() {
+			heard = append(heard, s+" never heard")
+		} else {
+			heard = append(heard, fmt.Sprintf("%s heard %s ago", s, now.Sub(at).Round(100*time.Millisecond)))
+		}
+	}
+	return fmt.Sprintf("failsafe window %s: %s", contract.FailsafeWindow, strings.Join(heard, ", "))
+}

@@ -28,8 +28,8 @@ func (m *Manager) fenceAtDeadline(epoch int64, writableUntil time.Time) {
 		m.guard.arm(epoch, j)
 		return
 	}
-	m.fence(epoch, contract.ReasonFenced, fmt.Sprintf("no Lease renewal seen before the deadline; writes stop by %s",
-		writableUntil.UTC().Format(time.RFC3339Nano)))
+	m.fence(epoch, contract.ReasonFenced, fmt.Sprintf("no Lease renewal seen before the deadline; writes stop by %s (%s)",
+		writableUntil.UTC().Format(time.RFC3339Nano), m.failsafeNote(epoch)))
 }
 
 // fence records epoch as fenced and stops postgres: fast, immediate at the last deadline known.

@@ -62,8 +62,8 @@ func TestHealthyPrimariesOnABusyMachine(t *testing.T) {
 		}
 		before[dbc.Name] = *d.Status.Primary
 		login := fed.createWriterTable(t, dbc)
-		w := fed.startWriter(t, dbc, login)
-		w.awaitAcks(t, primaryInstance(*d.Status.Primary), 50, time.Minute)
+		w := fed.startWriterAt(t, dbc, login, lightPace)
+		w.awaitAcks(t, primaryInstance(*d.Status.Primary), 20, 2*time.Minute)
 		writers[dbc.Name] = w
 	}
 

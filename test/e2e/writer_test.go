@@ -87,16 +87,17 @@ const attemptTimeout = 2 * time.Second
 
 // fleetWriter is a client that keeps writing during a fault, on the test's one clock. One
 // goroutine writes numbered rows through the DatabaseCluster's status.endpoints.readWrite at
-// up to 100 a second (re-reading the endpoint from the hub whenever its connection breaks), as
-// an application would; and one goroutine per instance of the database (every pod of every
-// member, found again every 2 s) tries a numbered write on that instance directly, up to 50 a
-// second (as fast as it answered, the writers starved the 2-core machine's real nodes). Every
+// the pace's rate (re-reading the endpoint from the hub whenever its connection breaks), as an
+// application would; and one goroutine per instance of the database (every pod of every member,
+// found again every 2 s) tries a numbered write on that instance directly at its own rate (as
+// fast as it answered, the writers starved the 2-core machine's real nodes). Every
 // acknowledgement names the instance that committed it: the server's own address
 // (inet_server_addr), mapped to its pod.
 type fleetWriter struct {
 	f      *federation
 	dbc    *dbfleetv1alpha1.DatabaseCluster
 	login  credentials
+	pace   writerPace
 	next   atomic.Int64
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -117,10 +118,31 @@ type writeAck struct {
 	sent, at time.Time
 }
 
+// writerPace is how often a fleetWriter writes: at most one write per readWrite through the
+// endpoint and per direct on each instance, and after a failed write or connection it waits
+// retry before the next.
+type writerPace struct {
+	readWrite, direct, retry time.Duration
+}
+
+// faultPace is the fault tests' writer: a write gap measured to tens of milliseconds.
+var faultPace = writerPace{readWrite: 10 * time.Millisecond, direct: 20 * time.Millisecond, retry: 50 * time.Millisecond}
+
+// lightPace is a writer for benchmarks that run many databases at once: every standby refuses
+// each direct write, and at faultPace the reconnections alone (a postgres backend forked and
+// authenticated for each) held five databases' 2-core machine at a load average of 60.
+var lightPace = writerPace{readWrite: 100 * time.Millisecond, direct: time.Second, retry: time.Second}
+
+// startWriter starts a writer at faultPace.
 func (f *federation) startWriter(t *testing.T, dbc *dbfleetv1alpha1.DatabaseCluster, login credentials) *fleetWriter {
 	t.Helper()
+	return f.startWriterAt(t, dbc, login, faultPace)
+}
+
+func (f *federation) startWriterAt(t *testing.T, dbc *dbfleetv1alpha1.DatabaseCluster, login credentials, pace writerPace) *fleetWriter {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &fleetWriter{f: f, dbc: dbc, login: login, cancel: cancel, pods: map[string]string{}, direct: map[string]bool{}}
+	w := &fleetWriter{f: f, dbc: dbc, login: login, pace: pace, cancel: cancel, pods: map[string]string{}, direct: map[string]bool{}}
 	w.discover(ctx)
 	w.wg.Add(2)
 	go func() {
@@ -166,7 +188,7 @@ func (w *fleetWriter) discover(ctx context.Context) {
 				w.wg.Add(1)
 				go func() {
 					defer w.wg.Done()
-					w.write(ctx, func(context.Context) string { return net.JoinHostPort(ip, "5432") }, "direct", 20*time.Millisecond)
+					w.write(ctx, func(context.Context) string { return net.JoinHostPort(ip, "5432") }, "direct", w.pace.direct)
 				}()
 			}
 		}
@@ -180,11 +202,11 @@ func (w *fleetWriter) throughEndpoint(ctx context.Context) {
 			return ""
 		}
 		return d.Status.Endpoints.ReadWrite
-	}, "readWrite", 10*time.Millisecond)
+	}, "readWrite", w.pace.readWrite)
 }
 
 // write inserts numbered rows at the endpoint it is given, at most one per every, reconnecting
-// (and asking for the endpoint again) after any failure.
+// (and asking for the endpoint again) pace.retry after any failure.
 func (w *fleetWriter) write(ctx context.Context, endpoint func(context.Context) string, via string, every time.Duration) {
 	var conn *pgx.Conn
 	defer func() {
@@ -202,12 +224,12 @@ func (w *fleetWriter) write(ctx context.Context, endpoint func(context.Context) 
 		if conn == nil {
 			e := endpoint(ctx)
 			if e == "" {
-				pause(100 * time.Millisecond)
+				pause(max(w.pace.retry, 100*time.Millisecond))
 				continue
 			}
 			c, err := w.login.connect(ctx, e, attemptTimeout)
 			if err != nil {
-				pause(100 * time.Millisecond)
+				pause(max(w.pace.retry, 100*time.Millisecond))
 				continue
 			}
 			conn = c
@@ -232,7 +254,7 @@ func (w *fleetWriter) write(ctx context.Context, endpoint func(context.Context) 
 		if err != nil {
 			_ = conn.Close(context.Background())
 			conn = nil
-			pause(50 * time.Millisecond)
+			pause(w.pace.retry)
 			continue
 		}
 		if every > 0 {

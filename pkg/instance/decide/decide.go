@@ -212,6 +212,13 @@ func decidePrimary(d Decision, local Local, epoch int64, promoteAfter string) De
 		}
 		d.Action = ActionPromote
 		return d
+	case local.Running == contract.RoleStandby && wasPrimaryBefore(local, epoch):
+		// The same data directory again, at the epoch after its own (the hub re-promotes a
+		// fenced or lost primary that nobody is ahead of): the only primary the silence would
+		// wait out is this one, and it stopped (postgres runs here as a standby now, and a data
+		// directory has one postmaster). Waiting would only stop writes longer.
+		d.Action = ActionPromote
+		return d
 	case local.Running == contract.RoleStandby && local.PrimarySilence < contract.PromotionSilence:
 		// A failover: the old primary may still take writes, without its Lease, while it hears
 		// this standby (its failsafe). Stop following it, then promote only once nothing has been
@@ -226,6 +233,14 @@ func decidePrimary(d Decision, local Local, epoch int64, promoteAfter string) De
 		d.Action = ActionPromote
 		return d
 	}
+}
+
+// wasPrimaryBefore says this data directory was the primary of the epoch just before epoch.
+// Every epoch has one primary (the hub raises it at each promotion), and the state that records
+// PromotedEpoch is this pod's own (a clone drops the copy it received), so no other instance
+// can have been the primary the silence rule waits out.
+func wasPrimaryBefore(local Local, epoch int64) bool {
+	return local.PromotedEpoch > 0 && local.PromotedEpoch == epoch-1
 }
 
 // RunsAsPrimaryAt says postgres runs as the primary promoted at epoch and the pod is still the
