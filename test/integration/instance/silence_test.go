@@ -81,3 +81,45 @@ func TestFailoverPromotionWaitsForSilenceFromTheOldPrimary(t *testing.T) {
 		t.Errorf("east when west promoted: %+v (%v); want %s unheard", st.Failsafe, err, west.pod)
 	}
 }
+
+// The silence rule waits out the old primary; when the pod promoted is that old primary itself
+// (the hub re-promotes a fenced primary that no standby is ahead of), there is nobody to wait
+// for: it comes up as a standby following nobody and promotes at once, never reporting
+// WaitingForSilence (on a busy machine that wait once kept such a primary from writes for 13 s
+// after every self-fencing).
+func TestFencedPrimaryPromotedAgainWaitsForNoSilence(t *testing.T) {
+	ctx := context.Background()
+	const ns = "repromote"
+	createNamespace(ctx, t, ns)
+	p := newProc(ctx, t, "repromote-0", ns, "east")
+	createPod(ctx, t, ns, p.pod, contract.PodRolePrimary, 1, p.endpoint(), "")
+	r := renew(t, ns, decide.Holder("east", 1))
+	p.start(t)
+	p.waitStatus(ctx, t, "primary at epoch 1", func(s contract.Status) bool {
+		return s.Role == contract.RolePrimary && s.Ready && s.Epoch == 1
+	})
+
+	// The agent fences it (its Lease lapsed), then the hub hands the same pod epoch 2.
+	r.stop()
+	setPod(ctx, t, ns, p.pod, contract.PodRoleFenced, 1, p.endpoint(), "")
+	p.waitStatus(ctx, t, "fenced at epoch 1", func(s contract.Status) bool { return s.Role == contract.RoleFenced })
+	setPod(ctx, t, ns, p.pod, contract.PodRolePrimary, 2, p.endpoint(), "")
+	renew(t, ns, decide.Holder("east", 2))
+	var waited []string
+	err := framework.WaitFor(ctx, 2*time.Minute, "primary again at epoch 2", func(ctx context.Context) (bool, error) {
+		st, err := p.status(ctx)
+		if err != nil {
+			return false, nil
+		}
+		if st.Reason == contract.ReasonWaitingForSilence {
+			waited = append(waited, st.Message)
+		}
+		return st.Role == contract.RolePrimary && st.Ready && st.Epoch == 2 && st.PromotedEpoch == 2, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(waited) > 0 {
+		t.Errorf("the old primary of epoch 1 waited for silence from itself before it promoted at epoch 2: %q", waited[0])
+	}
+}
