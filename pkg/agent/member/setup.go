@@ -20,6 +20,7 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
+	"github.com/dbfleet/dbfleet/pkg/predicates"
 	"github.com/dbfleet/dbfleet/pkg/queue"
 )
 
@@ -53,10 +54,11 @@ func Setup(mgr mcmanager.Manager, guard *fence.Guard, opts controller.TypedOptio
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named(Name).
 		WithOptions(opts).
-		// MemberDatabases live on the hub: route each to the member cluster it names.
+		// MemberDatabases live on the hub: route each to the member cluster it names. Not the
+		// agent's own status reports: each would bring its share straight back (NotStatusOnly).
 		Watches(&dbfleetv1alpha1.MemberDatabase{}, func(string, cluster.Cluster) handler.TypedEventHandler[client.Object, mcreconcile.Request] {
 			return mchandler.TypedEnqueueRequestsFromMapFuncWithClusterPreservation(memberDatabaseToCluster)
-		}, mcbuilder.WithEngageWithLocalCluster(true), mcbuilder.WithEngageWithProviderClusters(false)).
+		}, mcbuilder.WithEngageWithLocalCluster(true), mcbuilder.WithEngageWithProviderClusters(false), mcbuilder.WithPredicates(predicates.NotStatusOnly())).
 		// What the agent created in a member: a change (drift, status, a new pod) brings its
 		// MemberDatabase back.
 		Watches(&appsv1.StatefulSet{}, shareOf, mcbuilder.WithEngageWithLocalCluster(false), mcbuilder.WithEngageWithProviderClusters(true)).

@@ -14,12 +14,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/predicates"
 	"github.com/dbfleet/dbfleet/pkg/queue"
 )
 
@@ -68,7 +70,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(Name).
 		WithOptions(controller.Options{NewQueue: queue.New[reconcile.Request](mgr.GetLogger())}).
 		For(&dbfleetv1alpha1.DatabaseCluster{}).
-		Watches(&dbfleetv1alpha1.MemberDatabase{}, handler.EnqueueRequestsFromMapFunc(memberDatabaseOwner)).
+		// A share appearing, going or moving is when a copy must follow; the agent's status
+		// reports, many a minute per share, are not.
+		Watches(&dbfleetv1alpha1.MemberDatabase{}, handler.EnqueueRequestsFromMapFunc(memberDatabaseOwner), builder.WithPredicates(predicates.NotStatusOnly())).
 		WatchesRawSource(secrets).
 		Complete(r)
 }

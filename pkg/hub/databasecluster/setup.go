@@ -26,6 +26,7 @@ import (
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/hub"
+	"github.com/dbfleet/dbfleet/pkg/predicates"
 	"github.com/dbfleet/dbfleet/pkg/queue"
 )
 
@@ -78,25 +79,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		WithOptions(controller.Options{NewQueue: queue.New[reconcile.Request](mgr.GetLogger())}).
-		For(&dbfleetv1alpha1.DatabaseCluster{}, builder.WithPredicates(predicate.Or(
-			predicate.GenerationChangedPredicate{},
-			predicate.LabelChangedPredicate{},
-			predicate.AnnotationChangedPredicate{},
-			deletionStarted(),
-		))).
+		For(&dbfleetv1alpha1.DatabaseCluster{}, builder.WithPredicates(predicates.NotStatusOnly())).
 		Watches(&dbfleetv1alpha1.MemberDatabase{}, memberDatabaseEvents(r.sharesOf)).
 		Watches(&dbfleetv1alpha1.PropagationPolicy{}, skipInitialList(r.databasesInNamespace)).
 		Watches(&dbfleetv1alpha1.ClusterPropagationPolicy{}, skipInitialList(r.allDatabases)).
 		Watches(&dbfleetv1alpha1.MemberCluster{}, r.memberClusterHandler(), builder.WithPredicates(placementRelevantChange())).
 		Complete(r)
-}
-
-func deletionStarted() predicate.Predicate {
-	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			return e.ObjectOld.GetDeletionTimestamp().IsZero() && !e.ObjectNew.GetDeletionTimestamp().IsZero()
-		},
-	}
 }
 
 // placementRelevantChange ignores MemberCluster updates that cannot change a placement or a

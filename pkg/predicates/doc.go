@@ -1,0 +1,2 @@
+// Package predicates holds the watch filters the hub's and the agent's controllers share.
+package predicates
