@@ -20,6 +20,17 @@ import (
 // statusInterval is how often the manager reads its server's state for /status and /readyz.
 const statusInterval = 500 * time.Millisecond
 
+// Budgets of the reading's connection and of one reading on it. Generous, because giving up
+// costs more than waiting: a connection abandoned in its authentication (a SCRAM exchange, a
+// backend forked for it) goes on burning CPU in postgres after the client left, and on a starved
+// machine the manager's retries every statusInterval (2 s budgets then) piled up dozens of such
+// backends per instance, which starved the machine further. A reading that takes long still
+// counts: the failsafe's hearing is dated by its probe, taken before it.
+const (
+	connectBudget = 10 * time.Second
+	readingBudget = 5 * time.Second
+)
+
 // serve starts the HTTP server: /healthz (the manager runs), /readyz (Status.Ready), /status.
 func (m *Manager) serve(ctx context.Context) (*http.Server, error) {
 	mux := http.NewServeMux()
@@ -186,20 +197,22 @@ func (m *Manager) watchServer(ctx context.Context) {
 			m.setServer(contract.Status{}, running)
 			continue
 		}
-		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		if conn == nil || conn.IsClosed() {
+			cctx, cancel := context.WithTimeout(ctx, connectBudget)
 			cfg, err := pgsql.ConnConfig(m.connectHost(), m.opts.PostgresPort, m.credentials().superuser.Username, m.credentials().superuser.Password, "postgres")
 			if err == nil {
-				conn, err = pgsql.Connect(qctx, cfg)
+				cfg.ConnectTimeout = connectBudget
+				conn, err = pgsql.Connect(cctx, cfg)
 			}
+			cancel()
 			if err != nil {
 				conn = nil
-				cancel()
 				m.noteUnknown(running, time.Now())
 				m.setServer(contract.Status{}, running)
 				continue
 			}
 		}
+		qctx, cancel := context.WithTimeout(ctx, readingBudget)
 		st, err := m.readServer(qctx, conn, running)
 		cancel()
 		if err != nil {

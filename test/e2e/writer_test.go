@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -252,8 +254,12 @@ func (w *fleetWriter) write(ctx context.Context, endpoint func(context.Context) 
 		}
 		w.mu.Unlock()
 		if err != nil {
-			_ = conn.Close(context.Background())
-			conn = nil
+			if !readOnly(err) {
+				// A standby's refusal leaves the connection good: reconnecting for each try
+				// (a backend forked and authenticated each time) was most of the writers' load.
+				_ = conn.Close(context.Background())
+				conn = nil
+			}
 			pause(w.pace.retry)
 			continue
 		}
@@ -261,6 +267,12 @@ func (w *fleetWriter) write(ctx context.Context, endpoint func(context.Context) 
 			pause(every - time.Since(sent))
 		}
 	}
+}
+
+// readOnly says err is a standby's refusal of a write (read_only_sql_transaction).
+func readOnly(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "25006"
 }
 
 // acked is a copy of every acknowledgement so far.
@@ -335,6 +347,11 @@ func (w *fleetWriter) checkWindows(t *testing.T, start time.Time) {
 // gap is the longest time after start in which no write was acknowledged, between
 // acknowledgements (the client's write unavailability), and how many writes were tried in all.
 func (w *fleetWriter) gap(start time.Time) (longest time.Duration, from time.Time, attempts int) {
+	return w.gapUntil(start, time.Time{})
+}
+
+// gapUntil is gap, counting also the stretch from the last acknowledgement to end (zero: not).
+func (w *fleetWriter) gapUntil(start, end time.Time) (longest time.Duration, from time.Time, attempts int) {
 	acks := w.acked()
 	sort.Slice(acks, func(i, j int) bool { return acks[i].at.Before(acks[j].at) })
 	for i := 1; i < len(acks); i++ {
@@ -343,6 +360,11 @@ func (w *fleetWriter) gap(start time.Time) (longest time.Duration, from time.Tim
 		}
 		if d := acks[i].at.Sub(maxTime(acks[i-1].at, start)); d > longest {
 			longest, from = d, acks[i-1].at
+		}
+	}
+	if n := len(acks); !end.IsZero() && n > 0 {
+		if d := end.Sub(maxTime(acks[n-1].at, start)); d > longest {
+			longest, from = d, acks[n-1].at
 		}
 	}
 	w.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"sync"
@@ -74,6 +75,32 @@ type instanceReport struct {
 	// crash restarts (-1 when it could not be read). The primary's watch counts by them.
 	uid      types.UID
 	restarts int
+	// busy: /status did not answer in time, but the pod's status port accepts connections (the
+	// kernel completes them whether or not the process gets the CPU): the instance is there and
+	// slow, which says nothing of whether it serves.
+	busy bool
+}
+
+// busyProbeTimeout bounds the connection attempt that tells a busy instance from a gone one.
+const busyProbeTimeout = time.Second
+
+// listening says something accepts connections at the host and port of rawURL: a pod whose
+// /status did not answer is still there (a starved machine) rather than gone (its node lost, its
+// containers killed: refused, unreachable or no answer at all).
+func listening(ctx context.Context, rawURL string) bool {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return false
+	}
+	var d net.Dialer
+	ctx, cancel := context.WithTimeout(ctx, busyProbeTimeout)
+	defer cancel()
+	conn, err := d.DialContext(ctx, "tcp", u.Host)
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
 }
 
 // instanceStatus is what the MemberDatabase reports of an instance's /status, within the API's
@@ -157,7 +184,12 @@ func readInstances(ctx context.Context, c *http.Client, now func() time.Time, ta
 			defer wg.Done()
 			st, err := readInstance(ctx, c, t.url, now)
 			if err != nil {
-				out[i] = instanceReport{InstanceStatus: dbfleetv1alpha1.InstanceStatus{Pod: t.pod, Role: dbfleetv1alpha1.InstanceUnknown, Message: truncateMessage(err.Error())}, uid: t.uid, restarts: -1}
+				busy := listening(ctx, t.url)
+				msg := err.Error()
+				if busy {
+					msg += " (its status port accepts connections: the instance is busy, not gone)"
+				}
+				out[i] = instanceReport{InstanceStatus: dbfleetv1alpha1.InstanceStatus{Pod: t.pod, Role: dbfleetv1alpha1.InstanceUnknown, Message: truncateMessage(msg)}, uid: t.uid, restarts: -1, busy: busy}
 				return
 			}
 			st.Pod = t.pod // the pod the agent asked, whatever the answer says

@@ -62,6 +62,8 @@ type primaryReading struct {
 	serving bool
 	// restarts is the instance's count of postgres crash restarts, -1 when it was not read.
 	restarts int
+	// busy: the instance did not answer but is there (instanceReport.busy): no reading at all.
+	busy bool
 	// what says what the instance reported when it did not serve, for the messages.
 	what string
 }
@@ -76,6 +78,7 @@ func readPrimary(mdb *dbfleetv1alpha1.MemberDatabase, reports []instanceReport) 
 		}
 		r.uid = in.uid
 		r.restarts = in.restarts
+		r.busy = in.busy
 		// Serving: postgres runs as primary at the epoch and the instance answers, ready or
 		// not (a primary waiting for its synchronous standbys, or with a full volume, is not
 		// lost: promoting another pod would not bring them back). A primary that fenced itself
@@ -107,6 +110,12 @@ func (w *primaryWatch) observe(epoch int64, r primaryReading, now time.Time, aft
 	}
 	if !w.lost.IsZero() || after <= 0 {
 		return false // counted once; the share is fenced when its Lease has run out
+	}
+	if r.busy {
+		// Neither served nor lost: on a starved machine a healthy primary's /status may not
+		// answer for longer than after, and counting that as a loss fenced healthy primaries
+		// (bench-busy). A pod whose node or containers are gone does not accept connections.
+		return false
 	}
 	if r.serving {
 		w.served = now

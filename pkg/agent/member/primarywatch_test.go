@@ -1,6 +1,8 @@
 package member
 
 import (
+	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -37,6 +39,21 @@ func TestPrimaryWatchCountsALostPrimary(t *testing.T) {
 		}
 		if w.observe(1, down, at(11), after) {
 			t.Fatal("counted lost twice")
+		}
+	})
+	t.Run("busy is no reading", func(t *testing.T) {
+		// A starved machine: /status does not answer, the port does. Not a loss, however long.
+		busy := primaryReading{pod: "db-0", uid: "a", restarts: -1, busy: true, what: "unreadable, port open"}
+		var w primaryWatch
+		w.observe(1, up, at(0), after)
+		for _, s := range []float64{5, 10, 30, 60} {
+			if w.observe(1, busy, at(s), after) {
+				t.Fatalf("a busy primary counted lost %vs after it last served", s)
+			}
+		}
+		// Then gone for good (its port refused): lost, it last served long ago.
+		if !w.observe(1, down, at(61), after) {
+			t.Fatal("not counted lost once its port no longer accepted connections")
 		}
 	})
 	t.Run("never served", func(t *testing.T) {
@@ -132,5 +149,22 @@ func TestReadPrimaryJudgesServing(t *testing.T) {
 	}
 	if got := readPrimary(mdb, nil); got.serving || got.uid != "" {
 		t.Errorf("no report: %+v, want not serving and no pod", got)
+	}
+}
+
+func TestListeningTellsABusyInstanceFromAGoneOne(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing ever accepts: the kernel completes the connection all the same, as for a starved
+	// process.
+	open := "http://" + l.Addr().String() + "/status"
+	if !listening(context.Background(), open) {
+		t.Errorf("listening(%s) = false for a port with a listener", open)
+	}
+	_ = l.Close()
+	if listening(context.Background(), open) {
+		t.Errorf("listening(%s) = true once the listener closed", open)
 	}
 }
