@@ -17,7 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
@@ -69,12 +71,33 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		WithOptions(controller.Options{NewQueue: queue.New[reconcile.Request](mgr.GetLogger())}).
-		For(&dbfleetv1alpha1.DatabaseCluster{}).
+		// Not the DatabaseCluster's status writes (the databasecluster controller's, with every
+		// share's report), unless one changed this controller's own condition: another writer's
+		// stale copy may drop it, and it is put back.
+		For(&dbfleetv1alpha1.DatabaseCluster{}, builder.WithPredicates(predicate.Or(predicates.NotStatusOnly(), credentialsConditionChanged()))).
 		// A share appearing, going or moving is when a copy must follow; the agent's status
 		// reports, many a minute per share, are not.
 		Watches(&dbfleetv1alpha1.MemberDatabase{}, handler.EnqueueRequestsFromMapFunc(memberDatabaseOwner), builder.WithPredicates(predicates.NotStatusOnly())).
 		WatchesRawSource(secrets).
 		Complete(r)
+}
+
+// credentialsConditionChanged passes an update whose CredentialsReady condition differs.
+func credentialsConditionChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		condition := func(o client.Object) *metav1.Condition {
+			dbc, ok := o.(*dbfleetv1alpha1.DatabaseCluster)
+			if !ok {
+				return nil
+			}
+			return meta.FindStatusCondition(dbc.Status.Conditions, dbfleetv1alpha1.ConditionCredentialsReady)
+		}
+		a, b := condition(e.ObjectOld), condition(e.ObjectNew)
+		if a == nil || b == nil {
+			return a != b
+		}
+		return a.Status != b.Status || a.Reason != b.Reason || a.Message != b.Message || a.ObservedGeneration != b.ObservedGeneration
+	}}
 }
 
 func memberDatabaseOwner(_ context.Context, obj client.Object) []reconcile.Request {
