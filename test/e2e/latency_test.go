@@ -29,8 +29,8 @@ import (
 // kwok figures of many more databases come from `localfed up --nodes kwok` (docs/performance.md).
 //
 // It was skipped from 2026-12-02 to 2026-12-04: three times the third database's pods were not
-// all Ready within 3 minutes, on a machine at a load average of about 23. The cause: the agent
-// watched its own status reports, and every report (the instances' WAL positions move twice a
+// all Ready within 3 minutes, on a machine at a load average of about 23. The cause found since:
+// the agent watched its own status reports, and every report (the instances' WAL positions move twice a
 // second even with no client) started the share's next pass at once, so each share was passed
 // over about ten times a second instead of once every 5 s, each pass applying the share's objects
 // and reading its credentials on the hub; the load grew with every database placed (four of them
