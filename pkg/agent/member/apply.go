@@ -132,6 +132,9 @@ func (r *Reconciler) applyShare(ctx context.Context, hub client.Reader, member c
 	switch {
 	case primary && !fenced && r.Guard != nil && p.primaryLost:
 		// Lost: the Lease runs out unrenewed, and the share is fenced then (settleFence).
+	case primary && !fenced && r.Guard != nil && share.primary.holding(mdb.Spec.Epoch):
+		// Down, not lost yet: no renewal (the renewer's neither) until it serves again.
+		share.lease.stop()
 	case primary && !fenced && r.Guard != nil:
 		p.leaseErr = r.renewPrimaryLease(ctx, hub, member, mdb, share, cluster)
 		fail(true, p.leaseErr)

@@ -39,6 +39,9 @@ type primaryWatch struct {
 	// lost is when the agent counted the pod lost (zero: not), and why, for the Fenced message.
 	lost time.Time
 	why  string
+	// down: the last reading of a pod that served at the epoch said it does not serve now (not
+	// busy: a definite answer). The agent holds the Lease's renewals meanwhile (holding).
+	down bool
 }
 
 // restartCount is the instance's count of postgres crash restarts as one pass read it.
@@ -120,6 +123,7 @@ func (w *primaryWatch) observe(epoch int64, r primaryReading, now time.Time, aft
 	if r.serving {
 		w.served = now
 	}
+	w.down = !r.serving && !w.served.IsZero()
 	if w.served.IsZero() {
 		return false
 	}
@@ -153,6 +157,14 @@ func (w *primaryWatch) crashRestarts(count int, now time.Time, window time.Durat
 
 // lostAt says the share's primary at epoch was counted lost.
 func (w *primaryWatch) lostAt(epoch int64) bool { return w.epoch == epoch && !w.lost.IsZero() }
+
+// holding says the share's primary at epoch served and its last reading says it does not now:
+// the agent renews its Lease no more until a reading finds it serving again. Holding costs a
+// primary that comes back nothing (the Lease it has runs fenceAfter), and a lost one's Lease then
+// runs out counted from the first reading that found it down, not from when it was counted lost:
+// at the defaults its replacement came 31 s after its node died when the renewals went on until
+// the count.
+func (w *primaryWatch) holding(epoch int64) bool { return w.epoch == epoch && w.down }
 
 // watchPrimary runs in a live primary share's pass, after its instances were read: a primary pod
 // that stopped serving for PrimaryLostAfter, while this agent is healthy, is counted lost. From

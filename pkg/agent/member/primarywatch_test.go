@@ -62,13 +62,25 @@ func TestPrimaryWatchCountsALostPrimary(t *testing.T) {
 			if w.observe(1, down, at(s), after) {
 				t.Fatal("a primary that never served at its epoch counted lost")
 			}
+			if w.holding(1) {
+				t.Fatal("renewals held for a primary still promoting or starting")
+			}
 		}
 	})
 	t.Run("serves again in time", func(t *testing.T) {
 		var w primaryWatch
 		w.observe(1, up, at(0), after)
+		if w.holding(1) {
+			t.Fatal("renewals held for a serving primary")
+		}
 		w.observe(1, down, at(8), after)
+		if !w.holding(1) || w.holding(2) {
+			t.Fatalf("holding(1)=%t holding(2)=%t once it read down, want true, false", w.holding(1), w.holding(2))
+		}
 		w.observe(1, up, at(9), after)
+		if w.holding(1) {
+			t.Fatal("renewals still held once it served again")
+		}
 		if w.observe(1, down, at(15), after) {
 			t.Fatal("counted lost 6 s after it last served")
 		}
