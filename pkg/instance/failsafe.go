@@ -79,7 +79,7 @@ func (m *Manager) failsafeNote(epoch int64) string {
 	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	local := decide.Local{Running: m.runningLocked(), PromotedEpoch: m.state.PromotedEpoch, FencedEpoch: m.state.FencedEpoch}
+	local := m.epochsLocked()
 	switch {
 	case !m.opts.Failsafe:
 		return "failsafe off"

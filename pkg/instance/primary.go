@@ -179,13 +179,19 @@ func (m *Manager) judgeWrites(epoch int64) decide.LeaseJudgement {
 	holder, now := decide.Holder(m.opts.Cluster, epoch), time.Now()
 	j := decide.JudgeLease(snap.Lease, holder, now)
 	m.mu.Lock()
-	local := decide.Local{Running: m.runningLocked(), PromotedEpoch: m.state.PromotedEpoch, FencedEpoch: m.state.FencedEpoch}
+	local := m.epochsLocked()
 	fs := m.failsafeInputLocked(snap.Standbys, now)
 	m.mu.Unlock()
 	if m.opts.Failsafe && decide.RunsAsPrimaryAt(local, snap.Pod, epoch) {
 		j = decide.JudgeFailsafe(j, snap.Lease, holder, fs, now)
 	}
 	return j
+}
+
+// epochsLocked is what postgres runs as and the epochs the data directory records: what the
+// failsafe's judgements of this instance need of decide.Local.
+func (m *Manager) epochsLocked() decide.Local {
+	return decide.Local{Running: m.runningLocked(), PromotedEpoch: m.state.PromotedEpoch, FencedEpoch: m.state.FencedEpoch}
 }
 
 // recordPromoted records that this data directory became primary at epoch.
