@@ -265,6 +265,10 @@ const (
 	ReasonUnschedulable = "Unschedulable"
 	// ReasonInvalidPlacement (False): the policy's placement cannot be evaluated.
 	ReasonInvalidPlacement = "InvalidPlacement"
+	// ReasonReservedNamespace (False): the DatabaseCluster lives in a namespace that may hold no
+	// database (ReservedHubNamespace); nothing is placed and no credentials are made. Also the
+	// reason of CredentialsReady, and of a MemberDatabase's Ready when the agent refuses its share.
+	ReasonReservedNamespace = "ReservedNamespace"
 )
 
 const (

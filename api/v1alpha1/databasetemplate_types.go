@@ -63,6 +63,12 @@ type DatabaseTemplate struct {
 	// +optional
 	Template *PodTemplateOverrides `json:"template,omitempty"`
 
+	// ServiceAccountTemplate gives the ServiceAccount dbfleet creates for the database's pods in
+	// each member cluster (<db>-instance) labels and annotations, for a cloud's workload identity
+	// say (CloudNativePG's field of the same name).
+	// +optional
+	ServiceAccountTemplate *ServiceAccountTemplate `json:"serviceAccountTemplate,omitempty"`
+
 	// Postgres holds settings only engine postgres has.
 	// +optional
 	Postgres *PostgresSpec `json:"postgres,omitempty"`
@@ -155,6 +161,24 @@ type PVCRetentionPolicy struct {
 	WhenScaled PVCRetentionPolicyType `json:"whenScaled,omitempty"`
 }
 
+// ServiceAccountTemplate is what a user may set on a database's ServiceAccount.
+type ServiceAccountTemplate struct {
+	// Metadata are the labels and annotations added to the ServiceAccount.
+	Metadata ServiceAccountMetadata `json:"metadata"`
+}
+
+// ServiceAccountMetadata are the labels and annotations of a database's ServiceAccount.
+type ServiceAccountMetadata struct {
+	// Labels are added to the ServiceAccount. Keys under dbfleet.io/ are reserved.
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('dbfleet.io/'))",message="labels under dbfleet.io/ are reserved"
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// Annotations are added to the ServiceAccount.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
 // PodTemplateOverrides are the parts of the database pods a user may set. dbfleet owns the rest
 // (containers, volumes, labels it relies on).
 type PodTemplateOverrides struct {
@@ -183,7 +207,11 @@ type PodTemplateOverrides struct {
 	// +optional
 	PriorityClassName string `json:"priorityClassName,omitempty"`
 
-	// ServiceAccountName is the pods' service account in the member cluster.
+	// ServiceAccountName is refused: a database's pods run as the ServiceAccount dbfleet creates
+	// for them (<db>-instance), never as an account that already exists in a member cluster, whose
+	// rights the database's author may not hold. Set spec.serviceAccountTemplate for its labels
+	// and annotations.
+	// +kubebuilder:validation:XValidation:rule="false",message="spec.template.serviceAccountName is not accepted: the pods run as the ServiceAccount dbfleet creates (<db>-instance); give it labels and annotations with spec.serviceAccountTemplate"
 	// +optional
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 

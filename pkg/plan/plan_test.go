@@ -129,3 +129,22 @@ func TestPrintTableSummarisesExclusions(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanPlacesNothingInAReservedNamespace: as the hub, the plan places no DatabaseCluster of
+// kube-system (its pods would run in every member's kube-system) and says why.
+func TestPlanPlacesNothingInAReservedNamespace(t *testing.T) {
+	f := fleetOf(2, policyv1alpha1.Placement{}, "east", "west")
+	f.Databases[0].Namespace = "kube-system"
+	f.Policies[0].Namespace = "kube-system"
+	results := Run(f, time.Now())
+	if results[0].Schedulable() || len(results[0].Database.Status.Placements) != 0 {
+		t.Fatalf("placements %+v: want none in kube-system", results[0].Database.Status.Placements)
+	}
+	var out bytes.Buffer
+	if err := PrintTable(&out, results, TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "ReservedNamespace: namespace kube-system may hold no database (namespaces kube-* belong to Kubernetes)"; !strings.Contains(out.String(), want) {
+		t.Errorf("plan lacks %q:\n%s", want, out.String())
+	}
+}

@@ -30,13 +30,11 @@ const (
 // emptyDir, the container runs it with its settings in the environment, the credentials Secrets
 // are mounted, it serves /status on the "status" port, and readiness is the instance's /readyz
 // (a primary that takes writes, a standby that streams). The pods run as the instance's
-// ServiceAccount unless the user named another.
+// ServiceAccount, never as another (the API refuses spec.template.serviceAccountName).
 func WithInstanceManager(sts *appsv1.StatefulSet, mdb *dbfleetv1alpha1.MemberDatabase, image, cluster string) {
 	db := mdb.Spec.DatabaseRef.Name
 	spec := &sts.Spec.Template.Spec
-	if spec.ServiceAccountName == "" {
-		spec.ServiceAccountName = InstanceServiceAccountName(db)
-	}
+	spec.ServiceAccountName = InstanceServiceAccountName(db)
 	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: instanceBinVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	spec.InitContainers = append(spec.InitContainers, corev1.Container{
 		Name:         InitContainerName,

@@ -1,6 +1,8 @@
 package specs
 
 import (
+	"maps"
+
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +27,15 @@ func InstanceRBAC(mdb *dbfleetv1alpha1.MemberDatabase) (*corev1.ServiceAccount, 
 		return metav1.ObjectMeta{Namespace: ns, Name: name, Labels: ObjectLabels(mdb)}
 	}
 	sa := &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta()}
+	if t := mdb.Spec.Database.ServiceAccountTemplate; t != nil {
+		sa.Annotations = maps.Clone(t.Metadata.Annotations)
+		labels := maps.Clone(t.Metadata.Labels)
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		maps.Copy(labels, sa.Labels) // ours win over the user's
+		sa.Labels = labels
+	}
 	role := &rbacv1.Role{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
 		ObjectMeta: meta(),

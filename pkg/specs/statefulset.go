@@ -50,7 +50,6 @@ func StatefulSet(mdb *dbfleetv1alpha1.MemberDatabase, fencedAt int64) *appsv1.St
 		spec.Tolerations = t.Tolerations
 		spec.Affinity = t.Affinity
 		spec.PriorityClassName = t.PriorityClassName
-		spec.ServiceAccountName = t.ServiceAccountName
 		container.Env = t.Env
 		container.Args = t.Args
 	}

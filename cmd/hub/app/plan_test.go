@@ -109,7 +109,7 @@ spec:
 ---
 apiVersion: dbfleet.io/v1alpha1
 kind: DatabaseCluster
-metadata: {name: orders}
+metadata: {name: orders, namespace: shop}
 spec: {engine: postgres, version: "16", replicas: 1, storage: {size: 1Gi}}
 `)
 	out, err := runPlan(t, "-f", path)
@@ -181,7 +181,7 @@ spec:
 ---
 apiVersion: dbfleet.io/v1alpha1
 kind: DatabaseCluster
-metadata: {name: orders}
+metadata: {name: orders, namespace: shop}
 spec: {engine: postgres, version: "16", replicas: 1, storage: {size: 1Gi}}
 `)
 	path := writeFile(t, b.String())

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -169,6 +170,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	if mdb, err = ensureFinalizer(ctx, hub, mdb); err != nil {
 		return ctrl.Result{}, err
 	}
+	if why := dbfleetv1alpha1.ReservedMemberNamespace(mdb.Spec.DatabaseRef.Namespace); why != "" {
+		return ctrl.Result{}, r.refuseShare(ctx, hub, mdb, why)
+	}
 	share := r.shares.get(key)
 	if res, ok := r.renewOnly(ctx, hub, cl.GetClient(), mdb, share, req.ClusterName); ok {
 		return res, nil
@@ -293,6 +297,19 @@ func (r *Reconciler) holdFirstReport(share *shareState, before, mdb *dbfleetv1al
 	}
 	share.unreportedSince = time.Time{}
 	return 0
+}
+
+// refuseShare reports a share in a namespace that may hold no database as not applied, and
+// applies nothing: the hub should never have placed it (it refuses such DatabaseClusters), and
+// the admission policy bound to the agent's ServiceAccount would refuse its objects anyway.
+func (r *Reconciler) refuseShare(ctx context.Context, hub client.Client, mdb *dbfleetv1alpha1.MemberDatabase, why string) error {
+	before := mdb.DeepCopy()
+	msg := fmt.Sprintf("nothing applied: namespace %s may hold no database (%s)", mdb.Spec.DatabaseRef.Namespace, why)
+	if c := meta.FindStatusCondition(mdb.Status.Conditions, dbfleetv1alpha1.ConditionApplied); c == nil || c.Reason != dbfleetv1alpha1.ReasonReservedNamespace {
+		r.event(mdb, corev1.EventTypeWarning, dbfleetv1alpha1.ReasonReservedNamespace, "Apply", "%s", msg)
+	}
+	setCondition(mdb, dbfleetv1alpha1.ConditionApplied, metav1.ConditionFalse, dbfleetv1alpha1.ReasonReservedNamespace, msg)
+	return r.writeStatus(ctx, hub, before, mdb)
 }
 
 // writeStatus reports the share's status to the hub when it changed.

@@ -127,6 +127,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.carry(ctx, req.Namespace, req.Name, nil, nil)
 	}
 
+	if why := dbfleetv1alpha1.ReservedHubNamespace(dbc.Namespace); why != "" {
+		// No passwords for a database that will not be placed (the databasecluster controller
+		// says so too), and none handed to whoever reads this namespace's Secrets.
+		msg := fmt.Sprintf("no credentials in namespace %s: %s", dbc.Namespace, why)
+		if err := r.setCondition(ctx, dbc, metav1.ConditionFalse, dbfleetv1alpha1.ReasonReservedNamespace, msg); err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{}, r.carry(ctx, req.Namespace, req.Name, nil, nil)
+	}
 	sources, malformed, err := r.ensureSecrets(ctx, dbc)
 	if err != nil {
 		if serr := r.setCondition(ctx, dbc, metav1.ConditionFalse, dbfleetv1alpha1.CredentialsReasonSecretFailed, err.Error()); serr != nil {

@@ -123,6 +123,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 }
 
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if r.refuseReservedNamespace(s.dbc) {
+		return ctrl.Result{}, nil
+	}
 	failoverBefore := meta.FindStatusCondition(s.dbc.Status.Conditions, dbfleetv1alpha1.ConditionFailoverInProgress).DeepCopy()
 	progressingBefore := meta.FindStatusCondition(s.dbc.Status.Conditions, dbfleetv1alpha1.ConditionProgressing).DeepCopy()
 	failsafeBefore := meta.IsStatusConditionTrue(s.dbc.Status.Conditions, dbfleetv1alpha1.ConditionPrimaryFailsafe)

@@ -455,3 +455,24 @@ func waitGone(t *testing.T, c client.Client, obj client.Object) {
 func reconcileCount(t *testing.T) float64 {
 	return framework.MetricSum(t, "controller_runtime_reconcile_total", map[string]string{"controller": member.Name})
 }
+
+// TestAShareInAReservedNamespaceIsRefused: a share for kube-system (which the hub never places;
+// here written by hand, as a stolen hub credential could) gets nothing applied in the member and
+// says why, with an Event.
+func TestAShareInAReservedNamespaceIsRefused(t *testing.T) {
+	startAgent(t, hub.Config, east.Config)
+	s := newShareIn(t, "kube-system", 1, 0, dbfleetv1alpha1.RolePrimary)
+	got := s.waitMDB("refused", func(m *dbfleetv1alpha1.MemberDatabase) bool {
+		c := meta.FindStatusCondition(m.Status.Conditions, dbfleetv1alpha1.ConditionApplied)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == dbfleetv1alpha1.ReasonReservedNamespace
+	})
+	if c := meta.FindStatusCondition(got.Status.Conditions, dbfleetv1alpha1.ConditionApplied); !strings.Contains(c.Message, "kube-* belong to Kubernetes") {
+		t.Errorf("Applied says %q, want why", c.Message)
+	}
+	for _, obj := range []client.Object{&appsv1.StatefulSet{}, &corev1.Service{}, &corev1.ServiceAccount{}} {
+		err := east.Client.Get(s.ctx, s.key(s.db), obj)
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("%T %s in kube-system: %v, want none", obj, s.db, err)
+		}
+	}
+}

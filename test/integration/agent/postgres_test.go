@@ -72,7 +72,12 @@ func TestPostgresShareGetsCredentialsServicesAndInstanceRole(t *testing.T) {
 	// The agent runs with exactly the member permissions join grants it: creating the instance
 	// Role needs the agent to hold what the Role grants.
 	startAgentWithImage(t, hub.Config, agentMemberConfig(t, "agent-postgres", nil), nil, "example.com/dbfleet/agent:test")
-	s := newShare(t, 2, 0, dbfleetv1alpha1.RolePrimary)
+	s := newShare(t, 2, 0, dbfleetv1alpha1.RolePrimary, func(m *dbfleetv1alpha1.MemberDatabase) {
+		m.Spec.Database.ServiceAccountTemplate = &dbfleetv1alpha1.ServiceAccountTemplate{Metadata: dbfleetv1alpha1.ServiceAccountMetadata{
+			Labels:      map[string]string{"team": "payments"},
+			Annotations: map[string]string{"iam.example.com/role": "orders"},
+		}}
+	})
 	carried := s.carry()
 
 	for _, kind := range dbfleetv1alpha1.CredentialKinds {
@@ -112,6 +117,9 @@ func TestPostgresShareGetsCredentialsServicesAndInstanceRole(t *testing.T) {
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.db + "-instance"}}
 	for _, obj := range []client.Object{sa, role, binding} {
 		s.waitObject(obj)
+	}
+	if sa.Labels["team"] != "payments" || sa.Labels[specs.LabelManagedBy] != specs.ManagedByAgent || sa.Annotations["iam.example.com/role"] != "orders" {
+		t.Errorf("ServiceAccount labels %v annotations %v, want spec.serviceAccountTemplate's and the agent's", sa.Labels, sa.Annotations)
 	}
 	if len(binding.Subjects) != 1 || binding.Subjects[0].Name != sa.Name || binding.RoleRef.Name != role.Name {
 		t.Errorf("RoleBinding %+v does not bind the Role to the ServiceAccount", binding)

@@ -398,6 +398,17 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			field: "spec.taints", message: "must be NoSchedule or NoExecute",
 		},
 		{
+			// No pod may run as an account that already exists in a member (kube-system's, say).
+			name: "pods as a ServiceAccount of the member's", kind: "DatabaseCluster",
+			spec:  dbcSpec + "  template:\n    serviceAccountName: default\n",
+			field: "spec.template.serviceAccountName", message: "the pods run as the ServiceAccount dbfleet creates (<db>-instance)",
+		},
+		{
+			name: "reserved label on the ServiceAccount", kind: "DatabaseCluster",
+			spec:  dbcSpec + "  serviceAccountTemplate:\n    metadata:\n      labels: {dbfleet.io/database: other}\n",
+			field: "spec.serviceAccountTemplate.metadata.labels", message: "labels under dbfleet.io/ are reserved",
+		},
+		{
 			name: "unknown member role", kind: "MemberDatabase",
 			spec:  mdbSpec + "  role: leader\n  epoch: 1\n",
 			field: "spec.role", message: `supported values: "primary", "replica"`,
