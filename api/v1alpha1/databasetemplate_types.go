@@ -28,6 +28,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.engine != 'custom' || (has(self.image) && self.image.size() > 0)",message="image is required when engine is custom",fieldPath=".image",reason="FieldValueRequired"
 // +kubebuilder:validation:XValidation:rule="self.engine != 'postgres' || oldSelf.engine != 'postgres' || self.version.split('.')[0] == oldSelf.version.split('.')[0]",messageExpression="'the postgres major version cannot change (' + oldSelf.version + ' to ' + self.version + '): major upgrades (pg_upgrade) are not supported yet; minor versions of ' + oldSelf.version.split('.')[0] + ' may change'",fieldPath=".version"
 // +kubebuilder:validation:XValidation:rule="!has(self.postgres) || self.engine == 'postgres'",message="postgres settings apply only to engine postgres",fieldPath=".postgres",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="(has(self.postgres) && has(self.postgres.uid) ? self.postgres.uid : 999) == (has(oldSelf.postgres) && has(oldSelf.postgres.uid) ? oldSelf.postgres.uid : 999)",message="postgres.uid is immutable: the data directories belong to it",fieldPath=".postgres"
+// +kubebuilder:validation:XValidation:rule="(has(self.postgres) && has(self.postgres.gid) ? self.postgres.gid : 999) == (has(oldSelf.postgres) && has(oldSelf.postgres.gid) ? oldSelf.postgres.gid : 999)",message="postgres.gid is immutable: the data directories belong to it",fieldPath=".postgres"
 type DatabaseTemplate struct {
 	// Engine is the database engine: postgres, or custom (dbfleet runs your image, knows nothing
 	// of its protocol, fences nothing). mysql is refused until dbfleet has a MySQL data plane.
@@ -80,7 +82,24 @@ type PostgresSpec struct {
 	// clusters to have it on disk. Unset: asynchronous replication.
 	// +optional
 	Synchronous *SynchronousReplication `json:"synchronous,omitempty"`
+
+	// UID is the user the postgres pods run as: never root (the pods pass the restricted Pod
+	// Security Standard). The image must know it, since initdb looks its name up; 999 is the
+	// postgres user of the official Debian-based images (their Alpine images use 70). It owns
+	// the data directories, so it never changes.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	UID *int64 `json:"uid,omitempty"`
+
+	// GID is the group of the postgres pods and of their volumes (fsGroup); 999 by default.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	GID *int64 `json:"gid,omitempty"`
 }
+
+// DefaultPostgresID is the user and group postgres pods run as unless spec.postgres names
+// others: the postgres user of the official Debian-based postgres images.
+const DefaultPostgresID = 999
 
 // DataDurability says what a primary does when too few synchronous standbys stream.
 // +kubebuilder:validation:Enum=required;preferred

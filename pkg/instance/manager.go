@@ -162,6 +162,7 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 func (m *Manager) Run(ctx context.Context) error {
 	m.log = ctrl.LoggerFrom(ctx).WithValues("pod", m.opts.PodName)
 	ctx = ctrl.LoggerInto(ctx, m.log)
+	m.log.Info("Starting", "uid", os.Geteuid(), "gid", os.Getegid(), "dataDir", m.dataDir)
 	if err := m.prepareVolume(); err != nil {
 		return err
 	}

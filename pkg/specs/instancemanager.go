@@ -35,14 +35,17 @@ func WithInstanceManager(sts *appsv1.StatefulSet, mdb *dbfleetv1alpha1.MemberDat
 	db := mdb.Spec.DatabaseRef.Name
 	spec := &sts.Spec.Template.Spec
 	spec.ServiceAccountName = InstanceServiceAccountName(db)
+	spec.SecurityContext = restrictedPod(postgresIDs(&mdb.Spec.Database))
 	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: instanceBinVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	spec.InitContainers = append(spec.InitContainers, corev1.Container{
-		Name:         InitContainerName,
-		Image:        image,
-		Command:      []string{"/dbfleet-instance", "--copy-to=" + instanceBinDir},
-		VolumeMounts: []corev1.VolumeMount{{Name: instanceBinVolume, MountPath: instanceBinDir}},
+		Name:            InitContainerName,
+		Image:           image,
+		Command:         []string{"/dbfleet-instance", "--copy-to=" + instanceBinDir},
+		VolumeMounts:    []corev1.VolumeMount{{Name: instanceBinVolume, MountPath: instanceBinDir}},
+		SecurityContext: restrictedContainer(),
 	})
 	c := &spec.Containers[0]
+	c.SecurityContext = restrictedContainer()
 	c.Name = "postgres"
 	c.Command = []string{instanceBinDir + "/dbfleet-instance"}
 	c.Args = nil

@@ -52,6 +52,17 @@ func TestImmutableFieldsSaySo(t *testing.T) {
 			field:  "spec.database.storage.size", message: "size cannot shrink",
 		},
 		{
+			// Unset is the default user: setting another later is a change too.
+			name: "postgres user", kind: "DatabaseCluster",
+			before: dbcSpec, after: dbcSpec + "  postgres: {uid: 70}\n",
+			field: "spec.postgres", message: "postgres.uid is immutable: the data directories belong to it",
+		},
+		{
+			name: "postgres group", kind: "DatabaseCluster",
+			before: dbcSpec + "  postgres: {gid: 70}\n", after: dbcSpec + "  postgres: {gid: 71}\n",
+			field: "spec.postgres", message: "postgres.gid is immutable: the data directories belong to it",
+		},
+		{
 			name: "postgres major version", kind: "DatabaseCluster",
 			before: dbcSpec, after: strings.Replace(dbcSpec, `version: "16.4"`, `version: "17.1"`, 1),
 			field: "spec.version", message: "the postgres major version cannot change (16.4 to 17.1): major upgrades (pg_upgrade) are not supported yet",
