@@ -73,7 +73,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ReplicationSecretDir, "replication-secret-dir", os.Getenv(contract.EnvReplicationSecretDir), "Directory where the <db>-replication Secret is mounted. Env "+contract.EnvReplicationSecretDir+".")
 	fs.StringVar(&o.AppSecretDir, "app-secret-dir", os.Getenv(contract.EnvAppSecretDir), "Directory where the <db>-app Secret is mounted (files username, password, dbname). Env "+contract.EnvAppSecretDir+".")
 	fs.StringVar(&o.RunAs, "run-as", envString(contract.EnvRunAs, DefaultRunAs), "User postgres runs as when the manager runs as root. Env "+contract.EnvRunAs+".")
-	fs.BoolVar(&o.SuperuserFromNetwork, "superuser-from-network", envBool(contract.EnvSuperuserFromNetwork, true), "Let the superuser log in from other hosts; false: only the manager, over loopback. Env "+contract.EnvSuperuserFromNetwork+".")
+	fs.BoolVar(&o.SuperuserFromNetwork, "superuser-from-network", envBool(contract.EnvSuperuserFromNetwork, false), "Let the superuser log in from other hosts (with its password); by default only over loopback (the manager, a kubectl exec). Env "+contract.EnvSuperuserFromNetwork+".")
 	fs.DurationVar(&o.PollInterval, "poll-interval", envDuration(contract.EnvPollInterval, DefaultPollInterval), "How often the Pod and the primary Lease are read. Env "+contract.EnvPollInterval+".")
 	fs.BoolVar(&o.Failsafe, "failsafe", envBool(contract.EnvFailsafe, true), "Keep a primary whose Lease can no longer be renewed taking writes while it hears every standby (docs/failover.md); false: it stops at the Lease's deadline. Env "+contract.EnvFailsafe+".")
 }

@@ -46,17 +46,26 @@ func (m *Manager) rejoin(ctx context.Context, d decide.Decision) (bool, error) {
 		return false, &rejoinError{fmt.Errorf("a former primary (epoch %d) rewinds before it follows %s, which cannot be reached: %w",
 			st.PromotedEpoch, d.PrimaryEndpoint, err)}
 	}
-	su := m.credentials().superuser
+	// As the replication role, not the superuser: it holds pg_checkpoint and pg_rewind's
+	// functions (pgsql.EnsureRoles grants them), and the superuser logs in only from loopback.
+	repl := m.credentials().replication
 	// A primary just promoted has its new timeline in its control file only after its first
 	// checkpoint: before it, pg_rewind sees one timeline and finds nothing to undo. The same holds
 	// of an endpoint that is not primary yet (the hub names a promoted pod before it has
 	// promoted): rewound against it, a former primary holding writes the new primary never got
 	// would be told "no rewind required" and stall on the new timeline. So it waits for one.
-	if err := checkpointPrimary(ctx, host, port, su); err != nil {
+	if err := checkpointPrimary(ctx, host, port, repl); err != nil {
+		if pgsql.IsInsufficientPrivilege(err) {
+			// PostgreSQL 14 and older: only a superuser may CHECKPOINT, and the superuser does
+			// not log in from another host. Without the checkpoint pg_rewind could be told that
+			// nothing needs undoing, so this directory is not rewound: it is kept aside and the
+			// new primary cloned.
+			return m.cloneAfresh(st, d, fmt.Errorf("the replication role may not CHECKPOINT %s (PostgreSQL 15 grants pg_checkpoint): %w", d.PrimaryEndpoint, err))
+		}
 		return false, &rejoinError{fmt.Errorf("a former primary (epoch %d) rewinds before it follows %s: %w", st.PromotedEpoch, d.PrimaryEndpoint, err)}
 	}
 	m.log.Info("Rewinding a former primary to follow the new one", "promotedEpoch", st.PromotedEpoch, "epoch", d.Epoch, "primaryEndpoint", d.PrimaryEndpoint)
-	said, err := m.bins.Rewind(ctx, m.dataDir, host, port, su.Username, su.Password)
+	said, err := m.bins.Rewind(ctx, m.dataDir, host, port, repl.Username, repl.Password)
 	if err == nil {
 		method := contract.RejoinRewound
 		if strings.Contains(said, "no rewind required") {
@@ -78,27 +87,33 @@ func (m *Manager) rejoin(ctx context.Context, d decide.Decision) (bool, error) {
 	if ctx.Err() != nil {
 		return false, err
 	}
-	aside, merr := m.moveAside(st.PromotedEpoch)
-	if merr != nil {
-		return false, fmt.Errorf("%w; and the data directory could not be moved aside: %w", err, merr)
+	return m.cloneAfresh(st, d, err)
+}
+
+// cloneAfresh moves a data directory that could not be rewound (why) aside, whole, and leaves an
+// empty one for the next step to clone the new primary into; it returns true.
+func (m *Manager) cloneAfresh(st pgconf.State, d decide.Decision, why error) (bool, error) {
+	aside, err := m.moveAside(st.PromotedEpoch)
+	if err != nil {
+		return false, fmt.Errorf("%w; and the data directory could not be moved aside: %w", why, err)
 	}
-	m.log.Error(err, "pg_rewind failed: the data directory is kept aside and the new primary cloned afresh", "divergedData", aside)
+	m.log.Error(why, "Not rewound: the data directory is kept aside and the new primary cloned afresh", "divergedData", aside)
 	m.mu.Lock()
 	// The new, empty directory was never primary; the fence stays remembered.
 	m.state = pgconf.State{Pod: m.opts.PodName, FencedEpoch: m.state.FencedEpoch}
-	m.rejoined = &contract.Rejoin{Epoch: d.Epoch, Method: contract.RejoinRecloned, DivergedData: aside, Message: err.Error()}
+	m.rejoined = &contract.Rejoin{Epoch: d.Epoch, Method: contract.RejoinRecloned, DivergedData: aside, Message: why.Error()}
 	m.mu.Unlock()
 	return true, nil
 }
 
-// checkpointPrimary runs CHECKPOINT on the server at host:port as the superuser, once it runs
-// as primary: a server still in recovery is an error.
-func checkpointPrimary(ctx context.Context, host, port string, su pgsql.Credentials) error {
+// checkpointPrimary runs CHECKPOINT on the server at host:port as role c (the superuser or a
+// member of pg_checkpoint), once it runs as primary: a server still in recovery is an error.
+func checkpointPrimary(ctx context.Context, host, port string, c pgsql.Credentials) error {
 	p, err := strconv.Atoi(port)
 	if err != nil {
 		return fmt.Errorf("port %q: %w", port, err)
 	}
-	cfg, err := pgsql.ConnConfig(host, p, su.Username, su.Password, "postgres")
+	cfg, err := pgsql.ConnConfig(host, p, c.Username, c.Password, "postgres")
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@ func TestRowsCrossClusters(t *testing.T) {
 	fed.requireHealthy(t)
 	const ns, rows = "data", 200
 	fed.setUp(t, ns, evenly())
-	dbc := newDatabase(ns, "orders", 3, "central")
+	dbc := withSuperuserFromNetwork(newDatabase(ns, "orders", 3, "central")) // it reads pg_stat_replication
 	fed.create(t, dbc)
 	fed.awaitRollout(t, newStopwatch(t), dbc)
 	ctx := context.Background()

@@ -68,7 +68,7 @@ func replicationLag(t *testing.T, ns string, synchronous *dbfleetv1alpha1.Synchr
 	const primary = "central"
 	fed.requireHealthy(t)
 	fed.setUp(t, ns, evenly())
-	dbc := newDatabase(ns, "bench", 3, primary)
+	dbc := withSuperuserFromNetwork(newDatabase(ns, "bench", 3, primary)) // it samples pg_stat_replication
 	if synchronous != nil {
 		dbc.Spec.Postgres = &dbfleetv1alpha1.PostgresSpec{Synchronous: synchronous}
 	}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // tolerateUnreachable lets a silent member keep its share for d after the hub taints it; then
@@ -103,6 +104,19 @@ func newDatabase(ns, name string, replicas int32, primary string) *dbfleetv1alph
 	if primary != "" {
 		dbc.Spec.Primary = &dbfleetv1alpha1.PrimarySpec{PreferredClusters: []string{primary}}
 	}
+	return dbc
+}
+
+// withSuperuserFromNetwork lets the test log in as dbc's superuser from outside its pods, as
+// only a test should: by default the superuser logs in over loopback alone (docs/security.md),
+// and a test that reads every column of pg_stat_replication or pauses a standby's replay needs
+// it. The instance manager reads DBFLEET_SUPERUSER_FROM_NETWORK; the user's env comes after the
+// agent's, so it wins.
+func withSuperuserFromNetwork(dbc *dbfleetv1alpha1.DatabaseCluster) *dbfleetv1alpha1.DatabaseCluster {
+	if dbc.Spec.Template == nil {
+		dbc.Spec.Template = &dbfleetv1alpha1.PodTemplateOverrides{}
+	}
+	dbc.Spec.Template.Env = append(dbc.Spec.Template.Env, corev1.EnvVar{Name: contract.EnvSuperuserFromNetwork, Value: "true"})
 	return dbc
 }
 

@@ -66,6 +66,7 @@ func TestFailoverUnderWrites(t *testing.T) {
 	// standby whose replay is paused cannot follow a new timeline, and the new primary's commits
 	// may wait for it); heal removes the partition.
 	lagThenPartition := func(ns string) func(string) (inject, heal func(t *testing.T)) {
+		superuserFromNetwork[ns] = true // to pause the standby's replay
 		return func(member string) (inject, heal func(t *testing.T)) {
 			var healFn func(t *testing.T)
 			return func(t *testing.T) {
@@ -159,6 +160,10 @@ func TestFailoverUnderWrites(t *testing.T) {
 	}
 }
 
+// superuserFromNetwork are the namespaces of failoverUnderWrites' databases whose fault logs in
+// as the superuser from outside the pods (withSuperuserFromNetwork).
+var superuserFromNetwork = map[string]bool{}
+
 func failoverUnderWrites(t *testing.T, ns, lost string, synchronous *dbfleetv1alpha1.SynchronousReplication,
 	inject, heal func(t *testing.T), what string) {
 	fed.requireHealthy(t)
@@ -168,6 +173,9 @@ func failoverUnderWrites(t *testing.T, ns, lost string, synchronous *dbfleetv1al
 		t.Fatal(err)
 	}
 	dbc := newDatabase(ns, "ledger", 3, lost)
+	if superuserFromNetwork[ns] {
+		withSuperuserFromNetwork(dbc)
+	}
 	if synchronous != nil {
 		dbc.Spec.Postgres = &dbfleetv1alpha1.PostgresSpec{Synchronous: synchronous}
 	}

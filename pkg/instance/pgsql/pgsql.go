@@ -2,6 +2,7 @@ package pgsql
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -68,6 +69,9 @@ func EnsureRoles(ctx context.Context, conn *pgx.Conn, superuser, replication, ap
 			return fmt.Errorf("%s: %w", strings.SplitN(s, " PASSWORD", 2)[0], err)
 		}
 	}
+	if err := grantRewind(ctx, conn, replication.Username); err != nil {
+		return err
+	}
 	if app.DBName != "" {
 		var exists bool
 		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", app.DBName).Scan(&exists); err != nil {
@@ -85,6 +89,43 @@ func EnsureRoles(ctx context.Context, conn *pgx.Conn, superuser, replication, ap
 		return fmt.Errorf("ALTER ROLE %s: %w", superuser.Username, err)
 	}
 	return nil
+}
+
+// rewindFunctions are what pg_rewind calls on its source server: with EXECUTE on them a role
+// that is not a superuser may rewind from it (PostgreSQL's pg_rewind documentation; CloudNativePG
+// grants them to its replication user too).
+var rewindFunctions = []string{
+	"pg_catalog.pg_ls_dir(text, boolean, boolean)",
+	"pg_catalog.pg_stat_file(text, boolean)",
+	"pg_catalog.pg_read_binary_file(text)",
+	"pg_catalog.pg_read_binary_file(text, bigint, bigint, boolean)",
+}
+
+// grantRewind lets the replication role rewind a former primary from this server and checkpoint
+// it first (pg_checkpoint, from PostgreSQL 15), so that the superuser need never log in from
+// another host. GRANT is idempotent; the grants reach every standby with the WAL.
+func grantRewind(ctx context.Context, conn *pgx.Conn, role string) error {
+	stmt := fmt.Sprintf("GRANT EXECUTE ON FUNCTION %s TO %s", strings.Join(rewindFunctions, ", "), ident(role))
+	if _, err := conn.Exec(ctx, stmt); err != nil {
+		return fmt.Errorf("grant pg_rewind's functions to %s: %w", role, err)
+	}
+	var version int
+	if err := conn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
+		return fmt.Errorf("read the server version: %w", err)
+	}
+	if version >= 150000 {
+		if _, err := conn.Exec(ctx, "GRANT pg_checkpoint TO "+ident(role)); err != nil {
+			return fmt.Errorf("grant pg_checkpoint to %s: %w", role, err)
+		}
+	}
+	return nil
+}
+
+// IsInsufficientPrivilege says whether err is the server's refusal for lack of a privilege
+// (SQLSTATE 42501).
+func IsInsufficientPrivilege(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42501"
 }
 
 // SyncSlots creates a physical slot (reserving WAL at once) for each name in want and drops the

@@ -28,9 +28,10 @@ func (b Binaries) BaseBackup(ctx context.Context, dir, host, port, user, passwor
 
 // Rewind makes the stopped data directory dir a copy of the server at host:port from the point
 // where their histories forked (pg_rewind; it needs data checksums or wal_log_hints, which
-// initdb and dbfleet.conf give, and a superuser on the source). A directory that was not shut down
-// cleanly is first recovered in single-user mode (pg_rewind's default). It returns what pg_rewind
-// said ("no rewind required", or the divergence point and "Done!").
+// initdb and dbfleet.conf give, and on the source a superuser or a role granted its functions,
+// as the replication role is). A directory that was not shut down cleanly is first recovered in
+// single-user mode (pg_rewind's default). It returns what pg_rewind said ("no rewind required",
+// or the divergence point and "Done!").
 func (b Binaries) Rewind(ctx context.Context, dir, host, port, user, password string) (string, error) {
 	cmd := b.command("pg_rewind", "--target-pgdata="+dir,
 		"--source-server=host="+connValue(host)+" port="+connValue(port)+" user="+connValue(user)+" dbname=postgres connect_timeout=10")

@@ -151,6 +151,30 @@ func TestFormerPrimaryThatCannotRewindKeepsItsDataAndClones(t *testing.T) {
 	}
 }
 
+// A former primary whose replication role may not CHECKPOINT the new primary (as on PostgreSQL
+// 14 and older, which have no pg_checkpoint role; here the grant is taken back) cannot be sure
+// pg_rewind would see the new timeline: it keeps its directory aside and clones, rather than
+// retry for ever or rewind as the superuser from another host.
+func TestFormerPrimaryThatMayNotCheckpointKeepsItsDataAndClones(t *testing.T) {
+	ctx := context.Background()
+	old, next := divergedPair(ctx, t, "nockpt", "east-4", "west-5")
+	conn, err := next.connect(ctx, superuser, superuser.password) // over loopback
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "REVOKE pg_checkpoint FROM "+replication.username); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	st := rejoins(ctx, t, old, next, contract.RejoinRecloned)
+	if !strings.Contains(st.Rejoin.Message, "may not CHECKPOINT") {
+		t.Errorf("rejoin message %q, want why it was not rewound", st.Rejoin.Message)
+	}
+	if aside := filepath.Join(old.volume, instance.DataDirName+".diverged-1"); st.Rejoin.DivergedData != aside {
+		t.Errorf("rejoin %+v: want the old data directory kept as %s", st.Rejoin, aside)
+	}
+}
+
 // A former primary pointed at a pod that does not run as primary yet (the hub names a promoted
 // pod as the primary endpoint the moment it promotes it) waits for it: rewound against a standby
 // still on the old timeline, pg_rewind would find "no rewind required" and the old primary would
