@@ -45,7 +45,8 @@ func TestMemberManifestsRender(t *testing.T) {
 			t.Errorf("%s has no apiVersion", m["kind"])
 		}
 	}
-	want := []string{"Namespace", "Secret", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"}
+	want := []string{"Namespace", "Secret", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment",
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 	if !slices.Equal(kinds, want) {
 		t.Errorf("kinds %v, want %v", kinds, want)
 	}

@@ -77,6 +77,7 @@ func MemberManifests(s AgentSettings, hubKubeconfig []byte) []client.Object {
 	// The agent runs under the restricted Pod Security Standard; enforcing it on its namespace
 	// keeps it that way.
 	nsLabels[podSecurityMode] = "restricted"
+	policy := AgentAdmissionPolicy(labels())
 	return []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SystemNamespace, Labels: nsLabels}},
 		&corev1.Secret{
@@ -95,6 +96,8 @@ func MemberManifests(s AgentSettings, hubKubeconfig []byte) []client.Object {
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: SystemNamespace, Name: AgentName}},
 		},
 		agentDeployment(s, labels),
+		// What the agent's RBAC allows, kept to dbfleet's objects in database namespaces.
+		policy[0], policy[1],
 	}
 }
 

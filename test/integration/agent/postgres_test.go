@@ -69,9 +69,12 @@ func (s *share) waitObject(obj client.Object) {
 }
 
 func TestPostgresShareGetsCredentialsServicesAndInstanceRole(t *testing.T) {
-	// The agent runs with exactly the member permissions join grants it: creating the instance
-	// Role needs the agent to hold what the Role grants.
-	startAgentWithImage(t, hub.Config, agentMemberConfig(t, "agent-postgres", nil), nil, "example.com/dbfleet/agent:test")
+	// The agent runs with exactly the member permissions join grants it (creating the instance
+	// Role needs the agent to hold what the Role grants), as its ServiceAccount, under the
+	// admission policy join installs: everything below is written through it.
+	asAgent := agentMemberConfig(t, agentServiceAccount, nil)
+	installAgentAdmissionPolicy(t, asAgent)
+	startAgentWithImage(t, hub.Config, asAgent, nil, "example.com/dbfleet/agent:test")
 	s := newShare(t, 2, 0, dbfleetv1alpha1.RolePrimary, func(m *dbfleetv1alpha1.MemberDatabase) {
 		m.Spec.Database.ServiceAccountTemplate = &dbfleetv1alpha1.ServiceAccountTemplate{Metadata: dbfleetv1alpha1.ServiceAccountMetadata{
 			Labels:      map[string]string{"team": "payments"},
@@ -200,7 +203,7 @@ func TestPostgresShareGetsCredentialsServicesAndInstanceRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := fence.RenewPrimaryLease(s.ctx, east.Client, s.ns, s.db, contract.Holder(clusterName, 1), time.Now(), 15*time.Second, nil); err != nil {
+	if err := fence.RenewPrimaryLease(s.ctx, east.Client, s.ns, s.db, contract.Holder(clusterName, 1), time.Now(), 15*time.Second, specs.ObjectLabels(s.mdb)); err != nil {
 		t.Fatal(err)
 	}
 	other := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "other"},

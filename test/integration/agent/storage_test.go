@@ -29,6 +29,7 @@ import (
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
 	"github.com/dbfleet/dbfleet/pkg/join"
 	"github.com/dbfleet/dbfleet/pkg/specs"
+	"github.com/dbfleet/dbfleet/test/framework"
 )
 
 // agentMemberConfig is a member user with exactly the rights hub join grants the agent, changed
@@ -56,6 +57,34 @@ func agentMemberConfig(t *testing.T, user string, adjust func([]rbacv1.PolicyRul
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// agentServiceAccount is the user name of the agent's ServiceAccount in a member, which join's
+// admission policy holds to dbfleet's objects.
+const agentServiceAccount = "system:serviceaccount:dbfleet-system:dbfleet-agent"
+
+// installAgentAdmissionPolicy applies join's admission policy to the member (once per run) and
+// waits until it refuses what it should of asAgent's writes.
+func installAgentAdmissionPolicy(t *testing.T, asAgent *rest.Config) {
+	t.Helper()
+	ctx := context.Background()
+	for _, obj := range join.AgentAdmissionPolicy(nil) {
+		if err := east.Client.Create(ctx, obj); client.IgnoreAlreadyExists(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := client.New(asAgent, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "probe",
+		Labels: map[string]string{specs.LabelManagedBy: specs.ManagedByAgent}}}
+	err = framework.WaitFor(ctx, framework.DefaultTimeout, "the agent's admission policy in force", func(ctx context.Context) (bool, error) {
+		return apierrors.IsForbidden(c.Create(ctx, probe, client.DryRunAll)), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func storageClass(t *testing.T, name string, expandable bool) {

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -414,7 +413,8 @@ func TestMemberManifestsApply(t *testing.T) {
 	for _, obj := range objs {
 		kinds = append(kinds, obj.GetKind())
 	}
-	want := []string{"Namespace", "Secret", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"}
+	want := []string{"Namespace", "Secret", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment",
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 	if !slices.Equal(kinds, want) {
 		t.Fatalf("manifest kinds %v, want %v", kinds, want)
 	}
@@ -439,10 +439,7 @@ func TestMemberManifestsApply(t *testing.T) {
 
 	// The member-side role, as the agent's ServiceAccount: enough for a share, nothing more.
 	asAgent := memberClientAs(t, member, "system:serviceaccount:dbfleet-system:dbfleet-agent")
-	allowed(t, "create a namespace in the member", asAgent.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}))
-	allowed(t, "list StatefulSets in the member", asAgent.List(ctx, &appsv1.StatefulSetList{}, client.InNamespace("shop")))
-	allowed(t, "create a Lease in the member", asAgent.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "dbfleet-primary-orders"}}))
-	allowed(t, "write a database's credentials in the member", asAgent.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders-app"}}))
+	checkAgentScope(ctx, t, member, asAgent)
 	forbidden(t, "bind cluster-admin in the member", asAgent.Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "escalate"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
