@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -121,7 +122,10 @@ func (f *fed) joinMember(ctx context.Context, m layout.Member) error {
 	if err := os.WriteFile(f.dir.AgentHubKubeconfig(m.Name), hubKubeconfig, 0o600); err != nil {
 		return err
 	}
-	say("%s: joined (hub join, manifests %s applied to the member with kubectl)", m.Name, rel(manifests))
+	if err := f.agentMemberCredential(ctx, m.Name); err != nil {
+		return fmt.Errorf("%s: %w", m.Name, err)
+	}
+	say("%s: joined (hub join, manifests %s applied to the member with kubectl; the agent runs as its ServiceAccount)", m.Name, rel(manifests))
 	return process.RetryOnPortConflict(portAttempts, func() error {
 		port, err := process.ReservePort()
 		if err != nil {
@@ -134,7 +138,7 @@ func (f *fed) joinMember(ctx context.Context, m layout.Member) error {
 		args := []string{f.bins.agent,
 			"--cluster-name", m.Name,
 			"--hub-kubeconfig", f.dir.AgentHubKubeconfig(m.Name),
-			"--kubeconfig", f.dir.Kubeconfig(m.Name),
+			"--kubeconfig", f.dir.AgentMemberKubeconfig(m.Name),
 			"--heartbeat-interval", f.st.HeartbeatInterval,
 			"--fence-after", f.st.FenceAfter,
 			"--metrics-bind-address", "0",
@@ -150,6 +154,30 @@ func (f *fed) joinMember(ctx context.Context, m layout.Member) error {
 		}
 		return waitReady(ctx, layout.Agent(m.Name), time.Minute, process.HTTPOK("http://"+health+"/readyz"), r)
 	})
+}
+
+// agentTokenLifetime is how long the local agent's member token lasts: a local federation lives
+// for a demo or a test run (the Deployment's pod would get a token the kubelet renews).
+const agentTokenLifetime = 30 * 24 * time.Hour
+
+// agentMemberCredential writes the kubeconfig the local agent process uses in its member: the
+// member's API server with a token of the agent's ServiceAccount (TokenRequest), so the agent
+// runs with exactly the rights join's manifests give it (its ClusterRole and admission policy),
+// as the Deployment's pod would, and not as the member's admin.
+func (f *fed) agentMemberCredential(ctx context.Context, member string) error {
+	out, err := exec.CommandContext(ctx, "kubectl", "--kubeconfig", f.dir.Kubeconfig(member), "-n", joinpkg.SystemNamespace,
+		"create", "token", joinpkg.AgentName, "--duration", agentTokenLifetime.String()).Output()
+	if err != nil {
+		return fmt.Errorf("a token for the agent's ServiceAccount: %w", err)
+	}
+	cfg, err := clientcmd.LoadFromFile(f.dir.Kubeconfig(member))
+	if err != nil {
+		return err
+	}
+	for name := range cfg.AuthInfos {
+		cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: strings.TrimSpace(string(out))}
+	}
+	return clientcmd.WriteToFile(*cfg, f.dir.AgentMemberKubeconfig(member))
 }
 
 // agentCredential is the hub kubeconfig in the join manifests' Secret, the one the agent's

@@ -2,6 +2,7 @@ package contract
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -88,6 +89,36 @@ func TestAnnotationValues(t *testing.T) {
 	for _, bad := range []string{"", "x", "-3"} {
 		if e := ParseEpoch(bad); e != 0 {
 			t.Errorf("ParseEpoch(%q) = %d, want 0", bad, e)
+		}
+	}
+}
+
+func TestCredentialProblem(t *testing.T) {
+	for _, tc := range []struct {
+		key, value string
+		ok         bool
+	}{
+		{SecretKeyPassword, "Xk3-pq_9.zz+RT", true},
+		{SecretKeyPassword, "with space inside", true},
+		{SecretKeyPassword, "ünïcode", true},
+		{SecretKeyUsername, "app", true},
+		{SecretKeyPassword, "", false},
+		{SecretKeyPassword, "it's", false},
+		{SecretKeyPassword, `a"b`, false},
+		{SecretKeyPassword, `a\b`, false},
+		{SecretKeyPassword, "two\nlines", false},
+		{SecretKeyPassword, "nul\x00", false},
+		{SecretKeyPassword, "\xff\xfe", false},
+		{SecretKeyUsername, strings.Repeat("u", 64), false},
+		{SecretKeyPassword, strings.Repeat("p", 64), true},
+		{SecretKeyDBName, " app", false},
+	} {
+		problem := CredentialProblem(tc.key, tc.value)
+		if (problem == "") != tc.ok {
+			t.Errorf("CredentialProblem(%s, %q) = %q, want ok %v", tc.key, tc.value, problem, tc.ok)
+		}
+		if problem != "" && tc.value != "" && strings.Contains(problem, tc.value) {
+			t.Errorf("CredentialProblem(%s, %q) = %q names the value", tc.key, tc.value, problem)
 		}
 	}
 }

@@ -130,7 +130,7 @@ func newManager(opts Options, binDir string, cred *syscall.Credential, owner *pg
 	m := &Manager{
 		opts:    opts,
 		dataDir: opts.DataDir(),
-		bins:    postgres.Binaries{Dir: binDir, User: cred},
+		bins:    postgres.Binaries{Dir: binDir, User: cred, Scratch: opts.DataVolume},
 		owner:   owner,
 		creds:   creds,
 		obs: &observe.Observer{Client: cs, Namespace: opts.Namespace, Pod: opts.PodName,

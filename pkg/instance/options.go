@@ -124,8 +124,8 @@ func readSecretDir(dir string, needDB bool) (pgsql.Credentials, error) {
 			return "", fmt.Errorf("read Secret key %s: %w", key, err)
 		}
 		v := strings.TrimRight(string(b), "\r\n")
-		if v == "" {
-			return "", fmt.Errorf("secret key %s in %s is empty", key, dir)
+		if problem := contract.CredentialProblem(key, v); problem != "" {
+			return "", fmt.Errorf("secret key %s in %s %s", key, dir, problem)
 		}
 		return v, nil
 	}

@@ -103,6 +103,10 @@ func (d Dir) AgentManifests(member string) string { return d.Path(member + "-age
 // AgentHubKubeconfig is a member agent's credential for the hub.
 func (d Dir) AgentHubKubeconfig(member string) string { return d.Path(member + "-hub.kubeconfig") }
 
+// AgentMemberKubeconfig is a member agent's credential for its own cluster: a token of the
+// agent's ServiceAccount there, so that it runs with the rights join gives it.
+func (d Dir) AgentMemberKubeconfig(member string) string { return d.Path(member + "-agent.kubeconfig") }
+
 // NodeDir holds a real node's containerd (root, state, socket, config), kubelet (root dir,
 // config, pod logs), CNI configuration and IPAM state, and the node's volumes.
 func (d Dir) NodeDir(node string) string { return d.Path("nodes", node) }

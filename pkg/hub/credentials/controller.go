@@ -175,7 +175,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // kind, and a message naming the first malformed one. A user's Secret is never written.
 func (r *Reconciler) ensureSecrets(ctx context.Context, dbc *dbfleetv1alpha1.DatabaseCluster) (map[string]*corev1.Secret, string, error) {
 	sources := map[string]*corev1.Secret{}
-	var malformed string
+	var firstProblem string
 	for _, kind := range dbfleetv1alpha1.CredentialKinds {
 		key := client.ObjectKey{Namespace: dbc.Namespace, Name: dbfleetv1alpha1.CredentialsSecretName(dbc.Name, kind)}
 		secret := &corev1.Secret{}
@@ -200,15 +200,15 @@ func (r *Reconciler) ensureSecrets(ctx context.Context, dbc *dbfleetv1alpha1.Dat
 		case err != nil:
 			return nil, "", fmt.Errorf("get Secret %s: %w", key.Name, err)
 		}
-		if missing := missingKey(secret, kind); missing != "" {
-			if malformed == "" {
-				malformed = fmt.Sprintf("Secret %s has no key %q", key.Name, missing)
+		if problem := malformed(secret, kind); problem != "" {
+			if firstProblem == "" {
+				firstProblem = problem
 			}
 			continue
 		}
 		sources[kind] = secret
 	}
-	return sources, malformed, nil
+	return sources, firstProblem, nil
 }
 
 // setCondition writes CredentialsReady when it changed, with an Event when it turns false.

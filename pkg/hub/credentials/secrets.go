@@ -74,11 +74,17 @@ func requiredKeys(kind string) []string {
 	return keys
 }
 
-// missingKey returns the first required key the Secret lacks or holds empty, or "".
-func missingKey(secret *corev1.Secret, kind string) string {
+// malformed says what is wrong with the first required key the Secret lacks or whose value the
+// database would not take (contract.CredentialProblem), or "" when nothing is. It never quotes a
+// value.
+func malformed(secret *corev1.Secret, kind string) string {
 	for _, key := range requiredKeys(kind) {
-		if len(secret.Data[key]) == 0 {
-			return key
+		value, ok := secret.Data[key]
+		if !ok || len(value) == 0 {
+			return fmt.Sprintf("Secret %s has no key %q", secret.Name, key)
+		}
+		if problem := contract.CredentialProblem(key, string(value)); problem != "" {
+			return fmt.Sprintf("Secret %s key %q %s", secret.Name, key, problem)
 		}
 	}
 	return ""

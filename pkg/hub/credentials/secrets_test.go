@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestRandomPasswordAlphabetAndLength(t *testing.T) {
@@ -27,20 +28,25 @@ func TestRandomPasswordAlphabetAndLength(t *testing.T) {
 	}
 }
 
-func TestMissingKey(t *testing.T) {
+func TestMalformed(t *testing.T) {
 	for _, tc := range []struct {
 		kind string
 		data map[string][]byte
 		want string
 	}{
 		{"superuser", map[string][]byte{"username": []byte("u"), "password": []byte("p")}, ""},
-		{"superuser", map[string][]byte{"username": []byte("u")}, "password"},
-		{"replication", map[string][]byte{"username": []byte(""), "password": []byte("p")}, "username"},
-		{"app", map[string][]byte{"username": []byte("u"), "password": []byte("p")}, "dbname"},
+		{"superuser", map[string][]byte{"username": []byte("u")}, `Secret s has no key "password"`},
+		{"replication", map[string][]byte{"username": []byte(""), "password": []byte("p")}, `Secret s has no key "username"`},
+		{"app", map[string][]byte{"username": []byte("u"), "password": []byte("p")}, `Secret s has no key "dbname"`},
 		{"app", map[string][]byte{"username": []byte("u"), "password": []byte("p"), "dbname": []byte("d")}, ""},
+		{"app", map[string][]byte{"username": []byte("u"), "password": []byte("it's\n"), "dbname": []byte("d")},
+			`Secret s key "password" holds a quote or a backslash ('"\)`},
+		{"superuser", map[string][]byte{"username": []byte("u"), "password": []byte("line\nbreak")},
+			`Secret s key "password" holds a control character (a newline, say)`},
 	} {
-		if got := missingKey(&corev1.Secret{Data: tc.data}, tc.kind); got != tc.want {
-			t.Errorf("%s %v: missing %q, want %q", tc.kind, tc.data, got, tc.want)
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}, Data: tc.data}
+		if got := malformed(secret, tc.kind); got != tc.want {
+			t.Errorf("%s %v: %q, want %q", tc.kind, tc.data, got, tc.want)
 		}
 	}
 }

@@ -49,7 +49,6 @@ func Connect(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
 // EnsureRoles creates the replication and app roles and the app's database unless they exist,
 // and sets all three roles' passwords from the Secrets (so an edited Secret takes effect).
 func EnsureRoles(ctx context.Context, conn *pgx.Conn, superuser, replication, app Credentials) error {
-	var stmts []string
 	for _, r := range []struct {
 		c     Credentials
 		attrs string
@@ -62,11 +61,8 @@ func EnsureRoles(ctx context.Context, conn *pgx.Conn, superuser, replication, ap
 		if exists {
 			verb = "ALTER"
 		}
-		stmts = append(stmts, fmt.Sprintf("%s ROLE %s WITH %s PASSWORD %s", verb, ident(r.c.Username), r.attrs, literal(r.c.Password)))
-	}
-	for _, s := range stmts {
-		if _, err := conn.Exec(ctx, s); err != nil {
-			return fmt.Errorf("%s: %w", strings.SplitN(s, " PASSWORD", 2)[0], err)
+		if err := setPassword(ctx, conn, fmt.Sprintf("%s ROLE %s WITH %s", verb, ident(r.c.Username), r.attrs), r.c.Password); err != nil {
+			return err
 		}
 	}
 	if err := grantRewind(ctx, conn, replication.Username); err != nil {
@@ -85,8 +81,31 @@ func EnsureRoles(ctx context.Context, conn *pgx.Conn, superuser, replication, ap
 	}
 	// The superuser's password last: the connection doing all this logged in with the old one,
 	// and a failure before this point can be retried with it.
-	if _, err := conn.Exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH PASSWORD %s", ident(superuser.Username), literal(superuser.Password))); err != nil {
-		return fmt.Errorf("ALTER ROLE %s: %w", superuser.Username, err)
+	return setPassword(ctx, conn, "ALTER ROLE "+ident(superuser.Username), superuser.Password)
+}
+
+// setPassword runs stmt (a CREATE or ALTER ROLE) with PASSWORD and the password's SCRAM verifier
+// (passwordForm), in a transaction that logs neither the statement nor, should it fail, its text
+// (log_statement, log_min_error_statement: the server's log would otherwise quote it). Its error
+// names the statement without the password.
+func setPassword(ctx context.Context, conn *pgx.Conn, stmt, password string) error {
+	form, err := passwordForm(password)
+	if err != nil {
+		return err
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", stmt, err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	for _, s := range []string{"SET LOCAL log_statement = 'none'", "SET LOCAL log_min_error_statement = 'panic'",
+		stmt + " PASSWORD " + literal(form)} {
+		if _, err := tx.Exec(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", stmt, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("%s: %w", stmt, err)
 	}
 	return nil
 }

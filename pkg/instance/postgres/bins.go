@@ -61,6 +61,9 @@ type Binaries struct {
 	Dir string
 	// User is who the programs run as; nil runs them as the manager's own user.
 	User *syscall.Credential
+	// Scratch is a private directory for the password file a client program reads
+	// (withPassword); the data volume's root, in a pod.
+	Scratch string
 }
 
 func (b Binaries) command(name string, args ...string) *exec.Cmd {

@@ -21,9 +21,40 @@ func (b Binaries) InitDB(ctx context.Context, dir, superuser, pwfile string) err
 // BaseBackup clones the primary at host:port into dir (which must be absent or empty), with
 // the WAL streamed alongside so the copy is consistent.
 func (b Binaries) BaseBackup(ctx context.Context, dir, host, port, user, password, appName string) error {
-	env := append(os.Environ(), "PGPASSWORD="+password, "PGAPPNAME="+appName, "PGCONNECT_TIMEOUT=10")
+	passfile, remove, err := b.passfile(host, port, user, password)
+	if err != nil {
+		return err
+	}
+	defer remove()
+	env := append(os.Environ(), "PGPASSFILE="+passfile, "PGAPPNAME="+appName, "PGCONNECT_TIMEOUT=10")
 	return b.run(ctx, env, "pg_basebackup", "-D", dir, "-h", host, "-p", port, "-U", user,
 		"--no-password", "--wal-method=stream", "--checkpoint=fast")
+}
+
+// passfile writes a password file (libpq's pgpass format, mode 0600, owned by whoever runs the
+// programs) in b.Scratch holding the one login the program needs, and returns its path and a
+// function that removes it. The password goes to a program this way, never in its environment
+// (which /proc shows to its user) or arguments (which it shows to everyone).
+func (b Binaries) passfile(host, port, user, password string) (string, func(), error) {
+	f, err := os.CreateTemp(b.Scratch, ".dbfleet-pgpass-*")
+	if err != nil {
+		return "", nil, fmt.Errorf("password file: %w", err)
+	}
+	path := f.Name()
+	remove := func() { _ = os.Remove(path) }
+	escape := strings.NewReplacer(`\`, `\\`, ":", `\:`).Replace
+	_, err = fmt.Fprintf(f, "%s:%s:*:%s:%s\n", escape(host), escape(port), escape(user), escape(password))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && b.User != nil {
+		err = os.Chown(path, int(b.User.Uid), int(b.User.Gid))
+	}
+	if err != nil {
+		remove()
+		return "", nil, fmt.Errorf("password file: %w", err)
+	}
+	return path, remove, nil
 }
 
 // Rewind makes the stopped data directory dir a copy of the server at host:port from the point
@@ -33,9 +64,14 @@ func (b Binaries) BaseBackup(ctx context.Context, dir, host, port, user, passwor
 // single-user mode (pg_rewind's default). It returns what pg_rewind said ("no rewind required",
 // or the divergence point and "Done!").
 func (b Binaries) Rewind(ctx context.Context, dir, host, port, user, password string) (string, error) {
+	passfile, remove, err := b.passfile(host, port, user, password)
+	if err != nil {
+		return "", err
+	}
+	defer remove()
 	cmd := b.command("pg_rewind", "--target-pgdata="+dir,
 		"--source-server=host="+connValue(host)+" port="+connValue(port)+" user="+connValue(user)+" dbname=postgres connect_timeout=10")
-	cmd.Env = append(os.Environ(), "PGPASSWORD="+password, "PGAPPNAME=dbfleet-rewind", "LC_ALL=C")
+	cmd.Env = append(os.Environ(), "PGPASSFILE="+passfile, "PGAPPNAME=dbfleet-rewind", "LC_ALL=C")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

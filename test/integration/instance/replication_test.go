@@ -313,6 +313,17 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 			t.Fatal("south-3 has no streaming walreceiver")
 		}
 		oldApp := app.password
+		// A server that logs every statement (a DBA's log_statement = 'all') logs no password.
+		logAll, err := west.connect(ctx, superuser, superuser.password)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []string{"ALTER SYSTEM SET log_statement = 'all'", "SELECT pg_reload_conf()"} {
+			if _, err := logAll.Exec(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		logAll.Close(ctx)
 		superuser.password, replication.password, app.password = "super-secret-2", "repl-secret-2", "app-secret-2"
 		// As the kubelet does when a mounted Secret changes: every instance's files, in place.
 		for _, p := range []*proc{east, west, south} {
@@ -337,6 +348,22 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 			t.Fatalf("the new superuser password does not log in: %v", err)
 		}
 		defer super.Close(ctx)
+		var stored string
+		if err := super.QueryRow(ctx, "SELECT rolpassword FROM pg_authid WHERE rolname = $1", app.username).Scan(&stored); err != nil ||
+			!strings.HasPrefix(stored, "SCRAM-SHA-256$4096:") {
+			t.Errorf("the app role's password is stored as %.20q (%v), want a SCRAM verifier", stored, err)
+		}
+		for _, p := range []*proc{east, west, south} {
+			out, err := os.ReadFile(p.log.Name()) // the manager's log and postgres' (its stderr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, password := range []string{superuser.password, replication.password, app.password} {
+				if strings.Contains(string(out), password) {
+					t.Errorf("%s's log holds a password", p.pod)
+				}
+			}
+		}
 		// The standby reconnects with the new replication password and keeps every row coming.
 		// (A walreceiver logged in before the change stays connected: a new one proves the new
 		// password, which is all the primary accepts now.)
@@ -371,6 +398,14 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 		south.waitStatus(ctx, t, "CredentialsInvalid", func(s contract.Status) bool {
 			return s.Reason == contract.ReasonCredentialsInvalid && s.Streaming
 		})
+		// A quote is refused too, and the message never shows the value.
+		rewriteFile(t, path, "it's-"+replication.password)
+		south.waitStatus(ctx, t, "CredentialsInvalid for a quote", func(s contract.Status) bool {
+			return s.Reason == contract.ReasonCredentialsInvalid && s.Streaming && strings.Contains(s.Message, "holds a quote")
+		})
+		if st, err := south.status(ctx); err == nil && strings.Contains(st.Message, replication.password) {
+			t.Errorf("the status shows the password: %s", st.Message)
+		}
 		rewriteFile(t, path, replication.password)
 		south.waitStatus(ctx, t, "the reason cleared", func(s contract.Status) bool {
 			return s.Reason == "" && s.Streaming
