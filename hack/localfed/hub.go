@@ -42,7 +42,8 @@ func kubectl(ctx context.Context, args ...string) error {
 	return nil
 }
 
-// installCRDs applies deploy/crds to the hub and waits until they are served.
+// installCRDs applies deploy/crds to the hub and waits until they are served, and the hub's
+// admission policy.
 func (f *fed) installCRDs(ctx context.Context) error {
 	hub := f.dir.Kubeconfig(layout.HubCluster)
 	if err := kubectl(ctx, "--kubeconfig", hub, "apply", "--server-side", "-k", f.bins.crds); err != nil {
@@ -61,7 +62,13 @@ func (f *fed) installCRDs(ctx context.Context) error {
 	if err := kubectl(ctx, wait...); err != nil {
 		return fmt.Errorf("wait for the CRDs: %w", err)
 	}
-	say("hub: CRDs installed from %s", rel(f.bins.crds))
+	// The hub install's admission policy too (deploy/hub/admission.yaml, beside deploy/crds):
+	// no DatabaseCluster in a namespace that may hold none.
+	admission := filepath.Join(filepath.Dir(f.bins.crds), "hub", "admission.yaml")
+	if err := kubectl(ctx, "--kubeconfig", hub, "apply", "--server-side", "-f", admission); err != nil {
+		return fmt.Errorf("install the hub's admission policy: %w", err)
+	}
+	say("hub: CRDs installed from %s, admission policy from %s", rel(f.bins.crds), rel(admission))
 	return nil
 }
 

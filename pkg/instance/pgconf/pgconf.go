@@ -136,8 +136,12 @@ type Standby struct {
 	// Host and Port of the primary endpoint.
 	Host string
 	Port string
-	// User and Password of the replication role.
+	// User and Password of the replication role. The password goes into a password file beside
+	// the data directory, which primary_conninfo names (passfile): never into the configuration,
+	// whose changes the server logs with their values.
 	User, Password string
+	// Passfile is that file, set by WriteStandby.
+	Passfile string
 	// ApplicationName is the pod name: the primary's pg_stat_replication shows it.
 	ApplicationName string
 	// SlotName is the physical slot the primary keeps for this standby.
@@ -148,7 +152,7 @@ type Standby struct {
 func (s Standby) Conninfo() string {
 	parts := []string{
 		"host=" + connValue(s.Host), "port=" + connValue(s.Port), "user=" + connValue(s.User),
-		"password=" + connValue(s.Password), "application_name=" + connValue(s.ApplicationName),
+		"passfile=" + connValue(s.Passfile), "application_name=" + connValue(s.ApplicationName),
 		"dbname=replication", "connect_timeout=5",
 	}
 	return strings.Join(parts, " ")
@@ -158,6 +162,15 @@ func (s Standby) Conninfo() string {
 // knows to reload.
 func WriteStandby(dir string, s Standby, owner *Owner) (bool, error) {
 	content := "# Written by dbfleet-instance; edits are lost. Following no primary.\n"
+	line := ""
+	if s.Host != "" {
+		line = PassfileLine(s.Host, s.Port, s.User, s.Password)
+	}
+	passfile, err := writePassfile(filepath.Dir(dir), line, owner)
+	if err != nil {
+		return false, fmt.Errorf("replication password file: %w", err)
+	}
+	s.Passfile = passfile
 	if s.Host != "" {
 		content = fmt.Sprintf("# Written by dbfleet-instance; edits are lost.\nprimary_conninfo = %s\nprimary_slot_name = %s\n",
 			Quote(s.Conninfo()), Quote(s.SlotName))

@@ -44,14 +44,64 @@ func TestHBA(t *testing.T) {
 }
 
 func TestConninfoQuoting(t *testing.T) {
-	s := Standby{Host: "10.0.0.1", Port: "5432", User: "repl", Password: `it's a \ secret`, ApplicationName: "west-1"}
+	s := Standby{Host: "10.0.0.1", Port: "5432", User: "repl", Passfile: `/v/it's a \ file`, ApplicationName: "west-1"}
 	got := s.Conninfo()
-	if !strings.Contains(got, `password='it\'s a \\ secret'`) {
+	if !strings.Contains(got, `passfile='/v/it\'s a \\ file'`) {
 		t.Errorf("Conninfo = %s", got)
 	}
 	// In postgresql.conf the whole conninfo is one string, its quotes doubled.
 	if q := Quote(got); !strings.HasPrefix(q, "'host=''10.0.0.1''") {
 		t.Errorf("Quote(conninfo) = %s", q)
+	}
+}
+
+// TestWriteStandbyKeepsThePasswordOutOfTheConfiguration: the replication password goes to a
+// password file beside the data directory (0600), never into the configuration, whose changes the
+// server logs with their values; the file keeps its name while the password does, and takes a
+// new one when it changes, so that primary_conninfo changes and the walreceiver logs in again.
+func TestWriteStandbyKeepsThePasswordOutOfTheConfiguration(t *testing.T) {
+	volume := t.TempDir()
+	dir := filepath.Join(volume, "pgdata")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s := Standby{Host: "10.0.0.1", Port: "5432", User: "repl", Password: "pw:one", ApplicationName: "west-1", SlotName: "dbfleet_west_1"}
+	passfile := func() string {
+		t.Helper()
+		files, _ := filepath.Glob(filepath.Join(volume, replicationPassfilePrefix+"*"))
+		if len(files) != 1 {
+			t.Fatalf("password files %v, want one", files)
+		}
+		data, _ := os.ReadFile(files[0])
+		info, _ := os.Stat(files[0])
+		if string(data) != PassfileLine(s.Host, s.Port, s.User, s.Password) || info.Mode().Perm() != 0o600 {
+			t.Fatalf("%s holds %q (mode %v)", files[0], data, info.Mode().Perm())
+		}
+		conf, _ := os.ReadFile(filepath.Join(dir, StandbyConfFile))
+		if strings.Contains(string(conf), "pw") || !strings.Contains(string(conf), "passfile=''"+files[0]+"''") {
+			t.Fatalf("%s:\n%s", StandbyConfFile, conf)
+		}
+		return files[0]
+	}
+	if _, err := WriteStandby(dir, s, nil); err != nil {
+		t.Fatal(err)
+	}
+	first := passfile()
+	if changed, err := WriteStandby(dir, s, nil); err != nil || changed || passfile() != first {
+		t.Fatalf("the same standby again: changed %v, %v", changed, err)
+	}
+	s.Password = "pw:two"
+	if changed, err := WriteStandby(dir, s, nil); err != nil || !changed || passfile() == first {
+		t.Fatalf("a new password: changed %v, %v; want a new password file", changed, err)
+	}
+	if _, err := WriteStandby(dir, Standby{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if files, _ := filepath.Glob(filepath.Join(volume, replicationPassfilePrefix+"*")); len(files) != 0 {
+		t.Errorf("following nobody, password files %v remain", files)
+	}
+	if got := PassfileLine("::1", "5432", `a\b`, "p:w"); got != `\:\:1:5432:*:a\\b:p\:w`+"\n" {
+		t.Errorf("PassfileLine = %q", got)
 	}
 }
 

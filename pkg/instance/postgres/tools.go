@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/dbfleet/dbfleet/pkg/instance/pgconf"
 )
 
 // InitDB initialises dir with data checksums (so pg_rewind works), SCRAM authentication and the
@@ -42,8 +44,7 @@ func (b Binaries) passfile(host, port, user, password string) (string, func(), e
 	}
 	path := f.Name()
 	remove := func() { _ = os.Remove(path) }
-	escape := strings.NewReplacer(`\`, `\\`, ":", `\:`).Replace
-	_, err = fmt.Fprintf(f, "%s:%s:*:%s:%s\n", escape(host), escape(port), escape(user), escape(password))
+	_, err = f.WriteString(pgconf.PassfileLine(host, port, user, password))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

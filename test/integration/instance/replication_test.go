@@ -353,17 +353,6 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 			!strings.HasPrefix(stored, "SCRAM-SHA-256$4096:") {
 			t.Errorf("the app role's password is stored as %.20q (%v), want a SCRAM verifier", stored, err)
 		}
-		for _, p := range []*proc{east, west, south} {
-			out, err := os.ReadFile(p.log.Name()) // the manager's log and postgres' (its stderr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, password := range []string{superuser.password, replication.password, app.password} {
-				if strings.Contains(string(out), password) {
-					t.Errorf("%s's log holds a password", p.pod)
-				}
-			}
-		}
 		// The standby reconnects with the new replication password and keeps every row coming.
 		// (A walreceiver logged in before the change stays connected: a new one proves the new
 		// password, which is all the primary accepts now.)
@@ -376,6 +365,19 @@ func TestPrimaryStandbyFailover(t *testing.T) {
 			pid := receiverPID(superuser.password)
 			return pid != 0 && pid != oldReceiver
 		})
+		// Every instance has acted on the new passwords (the standby reloaded its
+		// primary_conninfo): none of them is in any log.
+		for _, p := range []*proc{east, west, south} {
+			out, err := os.ReadFile(p.log.Name()) // the manager's log and postgres' (its stderr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, password := range []string{superuser.password, replication.password, app.password} {
+				if strings.Contains(string(out), password) {
+					t.Errorf("%s's log holds a password", p.pod)
+				}
+			}
+		}
 		conn, err := west.connect(ctx, app, app.password)
 		if err != nil {
 			t.Fatal(err)
