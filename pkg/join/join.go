@@ -83,6 +83,13 @@ func Join(ctx context.Context, c client.Client, hub HubEndpoint, o Options) (*Re
 
 	var secretRef *dbfleetv1alpha1.SecretReference
 	if o.SyncMode == dbfleetv1alpha1.SyncPush {
+		warning, err := checkMemberKubeconfig(ctx, &o)
+		if err != nil {
+			return nil, err
+		}
+		if warning != "" {
+			res.Warnings = append(res.Warnings, warning)
+		}
 		// The Secret before the MemberCluster, so that the reference never dangles.
 		if err := ensureSystemNamespace(ctx, c); err != nil {
 			return nil, err
@@ -108,6 +115,27 @@ func Join(ctx context.Context, c client.Client, hub HubEndpoint, o Options) (*Re
 		return nil, err
 	}
 	return res, nil
+}
+
+// checkMemberKubeconfig refuses a Push member's kubeconfig that carries more than the hub needs
+// in the member, or whose rights cannot be asked, unless o.AllowBroadKubeconfig, which turns the
+// refusal into the warning it returns: the hub keeps the kubeconfig in a Secret, and whoever
+// reads that Secret can do in the member what its user can.
+func checkMemberKubeconfig(ctx context.Context, o *Options) (string, error) {
+	const allow = "; give a user with only the rights docs/join.md lists for the member, or pass --allow-broad-kubeconfig to join anyway"
+	broad, err := BroadMemberRights(ctx, o.MemberKubeconfig)
+	switch {
+	case err != nil && !o.AllowBroadKubeconfig:
+		return "", fmt.Errorf("cannot check what --member-kubeconfig may do in %s: %w%s", o.Name, err, allow)
+	case err != nil:
+		return fmt.Sprintf("joined %s without knowing what its kubeconfig may do (%v): the hub keeps it, and whoever reads it can do as much", o.Name, err), nil
+	case len(broad) > 0 && !o.AllowBroadKubeconfig:
+		return "", fmt.Errorf("--member-kubeconfig may %s in %s, more than the hub needs there%s", strings.Join(broad, ", "), o.Name, allow)
+	case len(broad) > 0:
+		return fmt.Sprintf("%s's kubeconfig may %s, more than the hub needs; the hub keeps it in Secret %s/%s, and whoever reads that Secret can do as much in %s",
+			o.Name, strings.Join(broad, ", "), hub.Namespace, push.SecretName(o.Name), o.Name), nil
+	}
+	return "", nil
 }
 
 // joinAgent creates the agent's hub credential, mints its token and renders its manifests.

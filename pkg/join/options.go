@@ -41,6 +41,10 @@ type Options struct {
 
 	// MemberKubeconfig reaches the member cluster (Push mode only).
 	MemberKubeconfig []byte
+	// AllowBroadKubeconfig joins a Push member whose kubeconfig holds more rights than the hub
+	// needs there (BroadMemberRights), or whose rights join cannot ask, with a warning instead
+	// of a refusal.
+	AllowBroadKubeconfig bool
 }
 
 // Defaults of the optional settings.
@@ -145,6 +149,9 @@ func (o *Options) Validate() error {
 	case dbfleetv1alpha1.SyncPull:
 		if len(o.MemberKubeconfig) > 0 {
 			errs = append(errs, errors.New("--member-kubeconfig is for --sync-mode Push; in Pull mode the agent runs in the member"))
+		}
+		if o.AllowBroadKubeconfig {
+			errs = append(errs, errors.New("--allow-broad-kubeconfig is for --sync-mode Push, whose kubeconfig join checks"))
 		}
 		errs = append(errs, o.validatePull()...)
 	case dbfleetv1alpha1.SyncPush:

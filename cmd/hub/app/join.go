@@ -94,6 +94,7 @@ func (o *joinOptions) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.opts.TokenExpiration, "token-expiration", o.opts.TokenExpiration, "lifetime of the agent's hub token (at least 10m; the API server may cap it); join again to rotate")
 	fs.StringVar(&o.memberConfig, "member-kubeconfig", "", "Push mode: kubeconfig that reaches the member cluster (required with --sync-mode Push)")
 	fs.StringVar(&o.memberContext, "member-context", "", "Push mode: context of --member-kubeconfig to use (default its current context)")
+	fs.BoolVar(&o.opts.AllowBroadKubeconfig, "allow-broad-kubeconfig", false, "Push mode: join even if --member-kubeconfig may do more than the hub needs in the member (cluster-admin, say), or join cannot ask; with a warning")
 }
 
 // complete turns flag values into join.Options, reading files, and validates everything.

@@ -338,10 +338,47 @@ func TestPushMode(t *testing.T) {
 		t.Errorf("Push without --member-kubeconfig and with -o: %v, want both named", err)
 	}
 
-	stdout, stderr, err := hubCommand(t, "join", "zeta", "--kubeconfig", adminKubeconfig, "--region", "r1", "--zone", "r1-a",
+	// A cluster admin's kubeconfig is refused: the hub would keep it in a Secret.
+	_, _, err = hubCommand(t, "join", "zeta", "--kubeconfig", adminKubeconfig, "--region", "r1", "--zone", "r1-a",
 		"--sync-mode", "Push", "--member-kubeconfig", adminKubeconfig)
+	if err == nil || !strings.Contains(err.Error(), "may every verb on every resource (cluster-admin), create ClusterRoleBindings") ||
+		!strings.Contains(err.Error(), "--allow-broad-kubeconfig") {
+		t.Errorf("Push with a cluster admin's kubeconfig: %v, want refused, naming its rights and the way out", err)
+	}
+	if err := hub.Client.Get(ctx, client.ObjectKey{Name: "zeta"}, &dbfleetv1alpha1.MemberCluster{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a refused Push join left a MemberCluster: %v", err)
+	}
+	// Accepted with the flag, and said loudly.
+	_, stderr, err := hubCommand(t, "join", "zeta", "--kubeconfig", adminKubeconfig, "--region", "r1", "--zone", "r1-a",
+		"--sync-mode", "Push", "--member-kubeconfig", adminKubeconfig, "--allow-broad-kubeconfig")
+	if err != nil || !strings.Contains(stderr, "warning: zeta's kubeconfig may every verb on every resource (cluster-admin)") {
+		t.Errorf("Push with --allow-broad-kubeconfig: %v, want joined with a warning:\n%s", err, stderr)
+	}
+	// A user with exactly the member rules the hub needs joins without a word.
+	rules := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "push-zeta"}, Rules: join.AgentMemberRules()}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "push-zeta"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "push-zeta"},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "push-zeta"}}}
+	for _, obj := range []client.Object{rules, binding} {
+		if err := hub.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	limited, err := hub.Kubeconfig("push-zeta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	limitedPath := filepath.Join(t.TempDir(), "push-zeta.kubeconfig")
+	if err := os.WriteFile(limitedPath, limited, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, err := hubCommand(t, "join", "zeta", "--kubeconfig", adminKubeconfig, "--region", "r1", "--zone", "r1-a",
+		"--sync-mode", "Push", "--member-kubeconfig", limitedPath)
 	if err != nil {
 		t.Fatalf("join in Push mode: %v\n%s", err, stderr)
+	}
+	if strings.Contains(stderr, "more than the hub needs") {
+		t.Errorf("Push with exactly the member rules warned:\n%s", stderr)
 	}
 	if stdout != "" {
 		t.Errorf("Push mode printed manifests:\n%s", stdout)
