@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
@@ -46,10 +44,8 @@ func Run(f *Fleet, now time.Time) []Result {
 			avoid[e.Cluster] = e.Reason
 		}
 		dbc.Status.ObservedGeneration = dbc.Generation
-		if msg := dbfleetv1alpha1.DatabaseClusterNamespaceRefusal(dbc.Namespace); msg != "" {
+		if scheduling.RefuseReservedNamespace(dbc) {
 			// The hub's admission policy refuses it, and its controllers place nothing for it.
-			meta.SetStatusCondition(&dbc.Status.Conditions, metav1.Condition{Type: dbfleetv1alpha1.ConditionScheduled,
-				Status: metav1.ConditionFalse, Reason: dbfleetv1alpha1.ReasonReservedNamespace, Message: msg, ObservedGeneration: dbc.Generation})
 			results = append(results, Result{Database: dbc, Outcome: scheduling.Outcome{Reason: dbfleetv1alpha1.ReasonReservedNamespace}})
 			continue
 		}

@@ -328,6 +328,18 @@ func listSome(names []string) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(names[:maxListed], ", "), len(names)-maxListed)
 }
 
+// RefuseReservedNamespace marks a DatabaseCluster in a namespace that may hold no database not
+// scheduled (ReasonReservedNamespace, api/v1alpha1.DatabaseClusterNamespaceRefusal) and reports
+// whether it is in one; the hub and `hub plan` then place nothing for it.
+func RefuseReservedNamespace(dbc *dbfleetv1alpha1.DatabaseCluster) bool {
+	msg := dbfleetv1alpha1.DatabaseClusterNamespaceRefusal(dbc.Namespace)
+	if msg == "" {
+		return false
+	}
+	setScheduled(dbc, metav1.ConditionFalse, dbfleetv1alpha1.ReasonReservedNamespace, msg)
+	return true
+}
+
 // setScheduled sets the Scheduled condition and reports whether it changed.
 func setScheduled(dbc *dbfleetv1alpha1.DatabaseCluster, status metav1.ConditionStatus, reason, message string) bool {
 	return meta.SetStatusCondition(&dbc.Status.Conditions, metav1.Condition{

@@ -3,9 +3,9 @@ package databasecluster
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/scheduling"
 )
 
 // refuseReservedNamespace says whether the DatabaseCluster lives in a namespace that may hold no
@@ -14,15 +14,13 @@ import (
 // without it, or for one created before it was. Nothing is placed, and shares already placed are
 // left as they are (their agents refuse them too): the user's data is not touched.
 func (r *Reconciler) refuseReservedNamespace(dbc *dbfleetv1alpha1.DatabaseCluster) bool {
-	msg := dbfleetv1alpha1.DatabaseClusterNamespaceRefusal(dbc.Namespace)
-	if msg == "" {
+	before := meta.FindStatusCondition(dbc.Status.Conditions, dbfleetv1alpha1.ConditionScheduled).DeepCopy()
+	if !scheduling.RefuseReservedNamespace(dbc) {
 		return false
 	}
-	before := meta.FindStatusCondition(dbc.Status.Conditions, dbfleetv1alpha1.ConditionScheduled)
 	if before == nil || before.Reason != dbfleetv1alpha1.ReasonReservedNamespace {
-		r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, dbfleetv1alpha1.ReasonReservedNamespace, "Schedule", "%s", msg)
+		after := meta.FindStatusCondition(dbc.Status.Conditions, dbfleetv1alpha1.ConditionScheduled)
+		r.Recorder.Eventf(dbc, nil, corev1.EventTypeWarning, dbfleetv1alpha1.ReasonReservedNamespace, "Schedule", "%s", after.Message)
 	}
-	meta.SetStatusCondition(&dbc.Status.Conditions, metav1.Condition{Type: dbfleetv1alpha1.ConditionScheduled,
-		Status: metav1.ConditionFalse, Reason: dbfleetv1alpha1.ReasonReservedNamespace, Message: msg, ObservedGeneration: dbc.Generation})
 	return true
 }
