@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dbfleet/dbfleet/internal/procfs"
 )
 
 // An orphan adopted by this process (a child subreaper here, as PID 1 is in a container) is
@@ -20,9 +22,19 @@ func TestReapsOrphansNotOwnChildren(t *testing.T) {
 	}
 	defer func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) }()
 
-	// sh starts true in the background and exits: true is orphaned, adopted by this process,
-	// and exits too.
-	out, err := exec.Command("sh", "-c", "true & echo $!").Output()
+	// sh starts cat in the background and exits: cat is orphaned and adopted by this process.
+	// cat waits on a pipe this test holds, so it outlives sh: a background child that exits
+	// first is reaped by sh itself (dash waits for any child on SIGCHLD), and would never
+	// become ours.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Close() }()
+	sh := exec.Command("sh", "-c", "cat <&3 >/dev/null 2>&1 & echo $!")
+	sh.ExtraFiles = []*os.File{r}
+	out, err := sh.Output()
+	_ = r.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,6 +42,14 @@ func TestReapsOrphansNotOwnChildren(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// sh has been waited for, so the kernel has already handed cat to this process.
+	if st, err := procfs.ReadStat(orphan); err != nil || st.PPid != os.Getpid() || st.Zombie() {
+		t.Fatalf("orphan %d: %+v, %v; want running, adopted by this process (%d)", orphan, st, err, os.Getpid())
+	}
+	if seen, n := reap(nil); n != 0 || seen[orphan] {
+		t.Fatalf("while the orphan runs: reaped %d, saw %v; want nothing", n, seen)
+	}
+	_ = w.Close() // cat reads EOF and exits
 	deadline := time.Now().Add(10 * time.Second)
 	for !zombieChildren(os.Getpid())[orphan] {
 		if time.Now().After(deadline) {
