@@ -109,6 +109,12 @@ const (
 	CredentialsSuperuser   = "superuser"
 	CredentialsReplication = "replication"
 	CredentialsApp         = "app"
+	// CredentialsTLS is the instances' TLS material (<database>-tls: server certificate, CA,
+	// the replication role's client certificate), which the hub issues from the CA in
+	// <database>-ca (its own, or one the user brings there) and never carries that CA's key.
+	CredentialsTLS = "tls"
+	// CredentialsCA names the CA Secret (<database>-ca), which stays on the hub.
+	CredentialsCA = "ca"
 
 	// LabelCredentials names the kind of credentials a Secret holds. The hub puts it on the
 	// Secrets it creates (never on a user's) and on the copies it carries into member-<cluster>,
@@ -116,8 +122,13 @@ const (
 	LabelCredentials = "dbfleet.io/credentials"
 )
 
-// CredentialKinds are the kinds of credentials every postgres DatabaseCluster has, in order.
-var CredentialKinds = []string{CredentialsSuperuser, CredentialsReplication, CredentialsApp}
+// CredentialKinds are the kinds of credentials every postgres DatabaseCluster has in each member
+// holding a share, in order.
+var CredentialKinds = []string{CredentialsSuperuser, CredentialsReplication, CredentialsApp, CredentialsTLS}
+
+// PasswordKinds are the credentials that are a role's login (username, password, dbname), which
+// the hub makes with random passwords unless the user brought them.
+var PasswordKinds = []string{CredentialsSuperuser, CredentialsReplication, CredentialsApp}
 
 // CredentialsSecretName is the name of a database's Secret of the given kind, in the
 // DatabaseCluster's namespace and in the member's database namespace: "<database>-<kind>".

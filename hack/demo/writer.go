@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -14,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // The demo's client: it writes numbered rows through the database's read-write endpoint with the
@@ -28,15 +31,23 @@ const (
 	probesTable  = "demo_probes" // direct writes to one instance, kept apart from the acknowledged rows
 )
 
-// appCredentials are the app role's login, from the Secret <db>-app the hub created.
-type appCredentials struct{ user, password, dbname string }
+// appCredentials are the app role's login, from the Secret <db>-app the hub created, and the
+// database's CA from it, which the writer verifies the servers by.
+type appCredentials struct {
+	user, password, dbname string
+	ca                     []byte
+}
 
 func (f *federation) appCredentials(ctx context.Context) (appCredentials, error) {
 	s := &corev1.Secret{}
 	if err := f.hub.Get(ctx, client.ObjectKey{Namespace: demoNamespace, Name: demoDatabase + "-app"}, s); err != nil {
 		return appCredentials{}, fmt.Errorf("the app credentials %s/%s-app: %w", demoNamespace, demoDatabase, err)
 	}
-	return appCredentials{user: string(s.Data["username"]), password: string(s.Data["password"]), dbname: string(s.Data["dbname"])}, nil
+	if len(s.Data["ca.crt"]) == 0 {
+		return appCredentials{}, fmt.Errorf("the app credentials %s/%s-app have no ca.crt yet", demoNamespace, demoDatabase)
+	}
+	return appCredentials{user: string(s.Data["username"]), password: string(s.Data["password"]), dbname: string(s.Data["dbname"]),
+		ca: s.Data["ca.crt"]}, nil
 }
 
 // connect opens a connection to host:port.
@@ -54,7 +65,13 @@ func (c appCredentials) connect(ctx context.Context, endpoint string) (*pgx.Conn
 		return nil, err
 	}
 	cfg.Host, cfg.Port, cfg.User, cfg.Password, cfg.Database = host, uint16(p), c.user, c.password, c.dbname
-	cfg.TLSConfig, cfg.Fallbacks, cfg.ConnectTimeout = nil, nil, writeTimeout
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(c.ca) {
+		return nil, errors.New("no CA certificate to verify the server by")
+	}
+	// TLS, verify-full: the server's certificate, under the database's CA, names the database.
+	cfg.TLSConfig = &tls.Config{RootCAs: roots, ServerName: contract.TLSServerName(demoDatabase, demoNamespace), MinVersion: tls.VersionTLS12}
+	cfg.Fallbacks, cfg.ConnectTimeout = nil, writeTimeout
 	return pgx.ConnectConfig(ctx, cfg)
 }
 

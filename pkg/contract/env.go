@@ -16,6 +16,7 @@ const (
 	EnvSuperuserSecretDir   = "DBFLEET_SUPERUSER_SECRET_DIR"
 	EnvReplicationSecretDir = "DBFLEET_REPLICATION_SECRET_DIR"
 	EnvAppSecretDir         = "DBFLEET_APP_SECRET_DIR"
+	EnvTLSSecretDir         = "DBFLEET_TLS_SECRET_DIR"
 	EnvRunAs                = "DBFLEET_RUN_AS"
 	EnvSuperuserFromNetwork = "DBFLEET_SUPERUSER_FROM_NETWORK"
 	EnvPollInterval         = "DBFLEET_POLL_INTERVAL"
@@ -31,3 +32,21 @@ const (
 	SecretKeyDBName   = "dbname"
 	SecretKeyURI      = "uri"
 )
+
+// The keys of a database's TLS Secret (<db>-tls), cert-manager's names for the first three: the
+// instances' server certificate and key, the CA that signs everything of the database (which the
+// <db>-app Secret carries too, for clients), and the replication role's client certificate.
+const (
+	SecretKeyTLSCert         = "tls.crt"
+	SecretKeyTLSKey          = "tls.key"
+	SecretKeyCACert          = "ca.crt"
+	SecretKeyReplicationCert = "replication.crt"
+	SecretKeyReplicationKey  = "replication.key"
+)
+
+// TLSServerName is the name every instance of a database presents in its server certificate and
+// the name its standbys verify (sslmode=verify-full, host=<this> hostaddr=<the primary's
+// address>): its read-write Service in the database's namespace.
+func TLSServerName(database, namespace string) string {
+	return database + "-rw." + namespace + ".svc"
+}

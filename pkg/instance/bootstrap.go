@@ -3,7 +3,6 @@ package instance
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -51,9 +50,9 @@ func (m *Manager) bootstrap(ctx context.Context, d decide.Decision) error {
 
 // clone copies the primary into the (empty) data directory.
 func (m *Manager) clone(ctx context.Context, d decide.Decision) error {
-	host, port, err := net.SplitHostPort(d.PrimaryEndpoint)
+	up, _, err := m.reach(d.PrimaryEndpoint)
 	if err != nil {
-		return fmt.Errorf("primary endpoint %q: %w", d.PrimaryEndpoint, err)
+		return err
 	}
 	tmp := m.dataDir + cloneDirSuffix
 	// Only an unfinished clone of ours can be there: it never held a database that ran.
@@ -64,7 +63,7 @@ func (m *Manager) clone(ctx context.Context, d decide.Decision) error {
 	r := m.credentials().replication
 	// Not the pod name: pg_basebackup's WAL stream would count as the synchronous standby of that
 	// name, and confirm commits into a copy that is thrown away if the clone fails.
-	if err := m.bins.BaseBackup(ctx, tmp, host, port, r.Username, r.Password, m.opts.PodName+cloneAppSuffix); err != nil {
+	if err := m.bins.BaseBackup(ctx, tmp, up, r.Username, r.Password, m.opts.PodName+cloneAppSuffix); err != nil {
 		return err
 	}
 	if err := pgconf.RemoveState(tmp); err != nil {
@@ -92,9 +91,9 @@ func (m *Manager) checkSystemIdentifier(ctx context.Context, endpoint string) er
 	if last.endpoint == endpoint && time.Since(last.at) < mismatchRecheck {
 		return last.err
 	}
-	host, port, err := net.SplitHostPort(endpoint)
+	up, tlsConfig, err := m.reach(endpoint)
 	if err != nil {
-		return fmt.Errorf("primary endpoint %q: %w", endpoint, err)
+		return err
 	}
 	ctl, err := m.bins.ControlData(ctx, m.dataDir)
 	if err != nil {
@@ -103,7 +102,7 @@ func (m *Manager) checkSystemIdentifier(ctx context.Context, endpoint string) er
 	var result error
 	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	primary, err := pgsql.IdentifySystem(ictx, host, port, m.credentials().replication)
+	primary, err := pgsql.IdentifySystem(ictx, up.Host, up.Port, m.credentials().replication, tlsConfig)
 	switch {
 	case err != nil:
 		m.log.Info("Cannot ask the primary for its system identifier; starting anyway", "err", err.Error())

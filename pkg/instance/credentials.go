@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dbfleet/dbfleet/pkg/contract"
+	"github.com/dbfleet/dbfleet/pkg/instance/pgconf"
 	"github.com/dbfleet/dbfleet/pkg/instance/pgsql"
 )
 
@@ -24,7 +25,8 @@ func (m *Manager) credentials() credentials {
 //   - a primary sets the roles' new passwords while the ones in use still log in;
 //   - a standby only takes them up: the primary's ALTER ROLE reaches it as WAL, and its next
 //     step writes primary_conninfo with the new replication password and reloads;
-//   - new user names rewrite pg_hba.conf and reload.
+//   - new user names rewrite pg_hba.conf and reload;
+//   - new certificates are copied beside the data directory, and postgres reloads.
 //
 // Secrets that cannot be read (a key missing or empty) change nothing: the instance keeps the
 // credentials it has and says why in its status (CredentialsInvalid).
@@ -43,7 +45,24 @@ func (m *Manager) refreshCredentials(ctx context.Context) {
 	m.mu.Lock()
 	rolesReady := m.rolesReady
 	m.mu.Unlock()
-	if running == contract.RolePrimary && rolesReady {
+	loginsChanged := next.superuser != cur.superuser || next.replication != cur.replication || next.app != cur.app
+	if next.tls != cur.tls {
+		// Certificates are rotated without a restart: postgres reads its certificate and key
+		// again on a reload (connections open go on with theirs), libpq the client files on its
+		// next connection.
+		if _, err := pgconf.WriteTLS(m.dataDir, next.tls, m.owner); err != nil {
+			m.setCredsErr(fmt.Errorf("write the new TLS files: %w", err))
+			return
+		}
+		if running != contract.RoleStopped {
+			if err := m.withConn(ctx, pgsql.Reload); err != nil {
+				m.setCredsErr(fmt.Errorf("reload for the new TLS files: %w", err))
+				return
+			}
+		}
+		m.log.Info("TLS certificates changed", "reloaded", running != contract.RoleStopped)
+	}
+	if loginsChanged && running == contract.RolePrimary && rolesReady {
 		// Bounded: the step that called this also fences and promotes.
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -58,8 +77,10 @@ func (m *Manager) refreshCredentials(ctx context.Context) {
 	m.mu.Lock()
 	m.creds, m.credsErr = next, nil
 	m.mu.Unlock()
-	m.log.Info("Credentials changed", "superuser", next.superuser.Username, "replication", next.replication.Username,
-		"app", next.app.Username, "rolesSet", running == contract.RolePrimary && rolesReady)
+	if loginsChanged {
+		m.log.Info("Credentials changed", "superuser", next.superuser.Username, "replication", next.replication.Username,
+			"app", next.app.Username, "rolesSet", running == contract.RolePrimary && rolesReady)
+	}
 	if running != contract.RoleStopped &&
 		(next.superuser.Username != cur.superuser.Username || next.replication.Username != cur.replication.Username) {
 		if err := m.writeConfig(); err != nil {

@@ -166,6 +166,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	if err := m.prepareVolume(); err != nil {
 		return err
 	}
+	if _, err := pgconf.WriteTLS(m.dataDir, m.credentials().tls, m.owner); err != nil {
+		return fmt.Errorf("write the TLS files: %w", err)
+	}
 	st, err := pgconf.ReadState(m.dataDir, m.opts.PodName)
 	if err != nil {
 		return err

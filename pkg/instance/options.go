@@ -1,6 +1,8 @@
 package instance
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -44,6 +46,9 @@ type Options struct {
 	BinDir string
 	// The directories where the superuser, replication and app Secrets are mounted.
 	SuperuserSecretDir, ReplicationSecretDir, AppSecretDir string
+	// TLSSecretDir is where the <db>-tls Secret is mounted: the server certificate and key, the
+	// CA, the replication role's client certificate and key.
+	TLSSecretDir string
 	// RunAs is the user postgres runs as when the manager runs as root (postgres refuses root).
 	RunAs string
 	// SuperuserFromNetwork lets the superuser log in from other hosts (with its password).
@@ -72,6 +77,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SuperuserSecretDir, "superuser-secret-dir", os.Getenv(contract.EnvSuperuserSecretDir), "Directory where the <db>-superuser Secret is mounted (files username, password). Env "+contract.EnvSuperuserSecretDir+".")
 	fs.StringVar(&o.ReplicationSecretDir, "replication-secret-dir", os.Getenv(contract.EnvReplicationSecretDir), "Directory where the <db>-replication Secret is mounted. Env "+contract.EnvReplicationSecretDir+".")
 	fs.StringVar(&o.AppSecretDir, "app-secret-dir", os.Getenv(contract.EnvAppSecretDir), "Directory where the <db>-app Secret is mounted (files username, password, dbname). Env "+contract.EnvAppSecretDir+".")
+	fs.StringVar(&o.TLSSecretDir, "tls-secret-dir", os.Getenv(contract.EnvTLSSecretDir), "Directory where the <db>-tls Secret is mounted (files tls.crt, tls.key, ca.crt, replication.crt, replication.key). Env "+contract.EnvTLSSecretDir+".")
 	fs.StringVar(&o.RunAs, "run-as", envString(contract.EnvRunAs, DefaultRunAs), "User postgres runs as when the manager runs as root. Env "+contract.EnvRunAs+".")
 	fs.BoolVar(&o.SuperuserFromNetwork, "superuser-from-network", envBool(contract.EnvSuperuserFromNetwork, false), "Let the superuser log in from other hosts (with its password); by default only over loopback (the manager, a kubectl exec). Env "+contract.EnvSuperuserFromNetwork+".")
 	fs.DurationVar(&o.PollInterval, "poll-interval", envDuration(contract.EnvPollInterval, DefaultPollInterval), "How often the Pod and the primary Lease are read. Env "+contract.EnvPollInterval+".")
@@ -83,7 +89,8 @@ func (o *Options) Validate() error {
 	var errs []error
 	for name, v := range map[string]string{"--pod-name": o.PodName, "--namespace": o.Namespace, "--cluster": o.Cluster,
 		"--database": o.Database, "--data-volume": o.DataVolume, "--superuser-secret-dir": o.SuperuserSecretDir,
-		"--replication-secret-dir": o.ReplicationSecretDir, "--app-secret-dir": o.AppSecretDir} {
+		"--replication-secret-dir": o.ReplicationSecretDir, "--app-secret-dir": o.AppSecretDir,
+		"--tls-secret-dir": o.TLSSecretDir} {
 		if v == "" {
 			errs = append(errs, fmt.Errorf("%s is required", name))
 		}
@@ -97,9 +104,10 @@ func (o *Options) Validate() error {
 // DataDir is the data directory.
 func (o *Options) DataDir() string { return filepath.Join(o.DataVolume, DataDirName) }
 
-// credentials are the three roles' logins.
+// credentials are the three roles' logins and the TLS material.
 type credentials struct {
 	superuser, replication, app pgsql.Credentials
+	tls                         pgconf.TLS
 }
 
 func (o *Options) readCredentials() (credentials, error) {
@@ -114,7 +122,40 @@ func (o *Options) readCredentials() (credentials, error) {
 	if c.app, err = readSecretDir(o.AppSecretDir, true); err != nil {
 		return c, err
 	}
+	if c.tls, err = readTLSDir(o.TLSSecretDir); err != nil {
+		return c, err
+	}
 	return c, nil
+}
+
+// readTLSDir reads the mounted <db>-tls Secret and checks that each certificate goes with its
+// key and that the CA is readable; its errors never quote a key.
+func readTLSDir(dir string) (pgconf.TLS, error) {
+	var t pgconf.TLS
+	for _, f := range []struct {
+		key string
+		to  *string
+	}{
+		{contract.SecretKeyTLSCert, &t.ServerCert}, {contract.SecretKeyTLSKey, &t.ServerKey},
+		{contract.SecretKeyCACert, &t.CACert},
+		{contract.SecretKeyReplicationCert, &t.ClientCert}, {contract.SecretKeyReplicationKey, &t.ClientKey},
+	} {
+		b, err := os.ReadFile(filepath.Join(dir, f.key))
+		if err != nil {
+			return t, fmt.Errorf("read TLS Secret key %s: %w", f.key, err)
+		}
+		*f.to = string(b)
+	}
+	if _, err := tls.X509KeyPair([]byte(t.ServerCert), []byte(t.ServerKey)); err != nil {
+		return t, fmt.Errorf("TLS Secret in %s: %s and %s: %w", dir, contract.SecretKeyTLSCert, contract.SecretKeyTLSKey, err)
+	}
+	if _, err := tls.X509KeyPair([]byte(t.ClientCert), []byte(t.ClientKey)); err != nil {
+		return t, fmt.Errorf("TLS Secret in %s: %s and %s: %w", dir, contract.SecretKeyReplicationCert, contract.SecretKeyReplicationKey, err)
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM([]byte(t.CACert)) {
+		return t, fmt.Errorf("TLS Secret in %s: %s holds no certificate", dir, contract.SecretKeyCACert)
+	}
+	return t, nil
 }
 
 func readSecretDir(dir string, needDB bool) (pgsql.Credentials, error) {

@@ -44,7 +44,8 @@ func (m *Manager) start(mode contract.Role, epoch int64) error {
 // writeConfig writes dbfleet.conf and pg_hba.conf.
 func (m *Manager) writeConfig() error {
 	return pgconf.Write(m.dataDir,
-		pgconf.Settings{Port: m.opts.PostgresPort, ListenAddresses: m.opts.ListenAddresses, ClusterName: m.opts.PodName},
+		pgconf.Settings{Port: m.opts.PostgresPort, ListenAddresses: m.opts.ListenAddresses, ClusterName: m.opts.PodName,
+			TLS: pgconf.TLSPaths(m.dataDir)},
 		pgconf.Auth{Superuser: m.credentials().superuser.Username, Replication: m.credentials().replication.Username,
 			SuperuserFromNetwork: m.opts.SuperuserFromNetwork},
 		m.owner)
@@ -55,7 +56,7 @@ func (m *Manager) writeConfig() error {
 func (m *Manager) withConn(ctx context.Context, f func(context.Context, *pgx.Conn) error) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	cfg, err := pgsql.ConnConfig(m.connectHost(), m.opts.PostgresPort, m.credentials().superuser.Username, m.credentials().superuser.Password, "postgres")
+	cfg, err := pgsql.ConnConfig(m.connectHost(), m.opts.PostgresPort, m.credentials().superuser.Username, m.credentials().superuser.Password, "postgres", nil)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package instance
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -35,12 +36,12 @@ func (m *Manager) rejoin(ctx context.Context, d decide.Decision) (bool, error) {
 	if d.PrimaryEndpoint == "" || st.PromotedEpoch <= st.RejoinedEpoch {
 		return false, nil
 	}
-	host, port, err := net.SplitHostPort(d.PrimaryEndpoint)
+	up, tlsConfig, err := m.reach(d.PrimaryEndpoint)
 	if err != nil {
-		return false, fmt.Errorf("primary endpoint %q: %w", d.PrimaryEndpoint, err)
+		return false, err
 	}
 	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	_, err = pgsql.IdentifySystem(ictx, host, port, m.credentials().replication)
+	_, err = pgsql.IdentifySystem(ictx, up.Host, up.Port, m.credentials().replication, tlsConfig)
 	cancel()
 	if err != nil {
 		return false, &rejoinError{fmt.Errorf("a former primary (epoch %d) rewinds before it follows %s, which cannot be reached: %w",
@@ -54,7 +55,7 @@ func (m *Manager) rejoin(ctx context.Context, d decide.Decision) (bool, error) {
 	// of an endpoint that is not primary yet (the hub names a promoted pod before it has
 	// promoted): rewound against it, a former primary holding writes the new primary never got
 	// would be told "no rewind required" and stall on the new timeline. So it waits for one.
-	if err := checkpointPrimary(ctx, host, port, repl); err != nil {
+	if err := checkpointPrimary(ctx, up.Host, up.Port, repl, tlsConfig); err != nil {
 		if pgsql.IsInsufficientPrivilege(err) {
 			// PostgreSQL 14 and older: only a superuser may CHECKPOINT, and the superuser does
 			// not log in from another host. Without the checkpoint pg_rewind could be told that
@@ -65,7 +66,7 @@ func (m *Manager) rejoin(ctx context.Context, d decide.Decision) (bool, error) {
 		return false, &rejoinError{fmt.Errorf("a former primary (epoch %d) rewinds before it follows %s: %w", st.PromotedEpoch, d.PrimaryEndpoint, err)}
 	}
 	m.log.Info("Rewinding a former primary to follow the new one", "promotedEpoch", st.PromotedEpoch, "epoch", d.Epoch, "primaryEndpoint", d.PrimaryEndpoint)
-	said, err := m.bins.Rewind(ctx, m.dataDir, host, port, repl.Username, repl.Password)
+	said, err := m.bins.Rewind(ctx, m.dataDir, up, repl.Username, repl.Password)
 	if err == nil {
 		method := contract.RejoinRewound
 		if strings.Contains(said, "no rewind required") {
@@ -108,12 +109,12 @@ func (m *Manager) cloneAfresh(st pgconf.State, d decide.Decision, why error) (bo
 
 // checkpointPrimary runs CHECKPOINT on the server at host:port as role c (the superuser or a
 // member of pg_checkpoint), once it runs as primary: a server still in recovery is an error.
-func checkpointPrimary(ctx context.Context, host, port string, c pgsql.Credentials) error {
+func checkpointPrimary(ctx context.Context, host, port string, c pgsql.Credentials, tlsConfig *tls.Config) error {
 	p, err := strconv.Atoi(port)
 	if err != nil {
 		return fmt.Errorf("port %q: %w", port, err)
 	}
-	cfg, err := pgsql.ConnConfig(host, p, c.Username, c.Password, "postgres")
+	cfg, err := pgsql.ConnConfig(host, p, c.Username, c.Password, "postgres", tlsConfig)
 	if err != nil {
 		return err
 	}

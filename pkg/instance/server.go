@@ -199,7 +199,7 @@ func (m *Manager) watchServer(ctx context.Context) {
 		}
 		if conn == nil || conn.IsClosed() {
 			cctx, cancel := context.WithTimeout(ctx, connectBudget)
-			cfg, err := pgsql.ConnConfig(m.connectHost(), m.opts.PostgresPort, m.credentials().superuser.Username, m.credentials().superuser.Password, "postgres")
+			cfg, err := pgsql.ConnConfig(m.connectHost(), m.opts.PostgresPort, m.credentials().superuser.Username, m.credentials().superuser.Password, "postgres", nil)
 			if err == nil {
 				cfg.ConnectTimeout = connectBudget
 				conn, err = pgsql.Connect(cctx, cfg)

@@ -2,6 +2,7 @@ package instance
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 
@@ -45,15 +46,30 @@ func (m *Manager) runStandby(ctx context.Context, d decide.Decision) error {
 
 // standbyConf is what a standby of endpoint writes; an empty endpoint follows nobody.
 func (m *Manager) standbyConf(endpoint string) (pgconf.Standby, error) {
-	sb := pgconf.Standby{User: m.credentials().replication.Username, Password: m.credentials().replication.Password,
-		ApplicationName: m.opts.PodName, SlotName: pgconf.SlotName(m.opts.PodName)}
 	if endpoint == "" {
 		return pgconf.Standby{}, nil
 	}
+	up, _, err := m.reach(endpoint)
+	if err != nil {
+		return pgconf.Standby{}, err
+	}
+	return pgconf.Standby{Upstream: up, User: m.credentials().replication.Username, Password: m.credentials().replication.Password,
+		ApplicationName: m.opts.PodName, SlotName: pgconf.SlotName(m.opts.PodName)}, nil
+}
+
+// reach is how this instance reaches endpoint (host:port, a primary's) over TLS: for libpq
+// (the walreceiver, pg_basebackup, pg_rewind: the files beside the data directory) and for its
+// own connections (a TLS configuration from the same material).
+func (m *Manager) reach(endpoint string) (pgconf.Upstream, *tls.Config, error) {
 	host, port, err := net.SplitHostPort(endpoint)
 	if err != nil {
-		return sb, fmt.Errorf("primary endpoint %q: %w", endpoint, err)
+		return pgconf.Upstream{}, nil, fmt.Errorf("primary endpoint %q: %w", endpoint, err)
 	}
-	sb.Host, sb.Port = host, port
-	return sb, nil
+	up := pgconf.Upstream{Host: host, Port: port, ServerName: contract.TLSServerName(m.opts.Database, m.opts.Namespace), TLS: pgconf.TLSPaths(m.dataDir)}
+	t := m.credentials().tls
+	tlsConfig, err := pgsql.ClientTLS(up.HostName(), []byte(t.CACert), []byte(t.ClientCert), []byte(t.ClientKey))
+	if err != nil {
+		return up, nil, err
+	}
+	return up, tlsConfig, nil
 }

@@ -2,8 +2,6 @@ package instance
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"time"
 
 	"github.com/dbfleet/dbfleet/pkg/contract"
@@ -38,12 +36,12 @@ func (m *Manager) checkUpstream(ctx context.Context, running contract.Role, stre
 		return
 	}
 	check := upstreamCheck{endpoint: endpoint, at: time.Now()}
-	host, port, err := net.SplitHostPort(endpoint)
+	up, tlsConfig, err := m.reach(endpoint)
 	if err != nil {
-		check.err = fmt.Errorf("primary endpoint %q: %w", endpoint, err)
+		check.err = err
 	} else {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, check.err = pgsql.IdentifySystem(cctx, host, port, m.credentials().replication)
+		_, check.err = pgsql.IdentifySystem(cctx, up.Host, up.Port, m.credentials().replication, tlsConfig)
 		cancel()
 	}
 	m.setUpstream(check)

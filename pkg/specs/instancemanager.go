@@ -54,6 +54,7 @@ func WithInstanceManager(sts *appsv1.StatefulSet, mdb *dbfleetv1alpha1.MemberDat
 		dbfleetv1alpha1.CredentialsSuperuser:   contract.EnvSuperuserSecretDir,
 		dbfleetv1alpha1.CredentialsReplication: contract.EnvReplicationSecretDir,
 		dbfleetv1alpha1.CredentialsApp:         contract.EnvAppSecretDir,
+		dbfleetv1alpha1.CredentialsTLS:         contract.EnvTLSSecretDir,
 	}
 	field := func(path string) *corev1.EnvVarSource {
 		return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path}}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,7 +42,8 @@ func TestRowsCrossClusters(t *testing.T) {
 	}
 	// loginAs logs in with s's username and dbname and the given password (credentials.connect).
 	loginAs := func(endpoint string, s *corev1.Secret, password string) (*pgx.Conn, error) {
-		c := credentials{user: string(s.Data["username"]), password: password, dbname: string(s.Data["dbname"])}
+		c := fed.login(t, ns, "orders", strings.TrimPrefix(s.Name, "orders-"), string(s.Data["dbname"]))
+		c.password = password
 		return c.connect(ctx, endpoint, 10*time.Second)
 	}
 	login := func(endpoint string) (*pgx.Conn, error) {

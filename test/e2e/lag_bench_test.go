@@ -8,15 +8,13 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 )
@@ -198,11 +196,7 @@ func standbyMembers(t *testing.T, dbc *dbfleetv1alpha1.DatabaseCluster, primary 
 // superuser is the login of dbc's <db>-superuser Secret, to the postgres database.
 func superuser(t *testing.T, dbc *dbfleetv1alpha1.DatabaseCluster) credentials {
 	t.Helper()
-	s := &corev1.Secret{}
-	if err := fed.hub.Get(context.Background(), client.ObjectKey{Namespace: dbc.Namespace, Name: dbc.Name + "-superuser"}, s); err != nil {
-		t.Fatal(err)
-	}
-	return credentials{user: string(s.Data["username"]), password: string(s.Data["password"]), dbname: "postgres"}
+	return fed.login(t, dbc.Namespace, dbc.Name, dbfleetv1alpha1.CredentialsSuperuser, "postgres")
 }
 
 // runPgbench runs pgbench against endpoint (host:port) as login, failing the test if it fails,
@@ -213,8 +207,15 @@ func runPgbench(t *testing.T, endpoint string, login credentials, args ...string
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(pgbench, append(append([]string{"-h", host, "-p", port, "-U", login.user}, args...), login.dbname)...)
-	cmd.Env = append(os.Environ(), "PGPASSWORD="+login.password, "PGCONNECT_TIMEOUT=10", "PGSSLMODE=disable")
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(ca, login.ca, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Over TLS, verify-full, as every client from another cluster: the address dialled, the
+	// database's name verified.
+	cmd := exec.Command(pgbench, append(append([]string{"-h", login.serverName, "-p", port, "-U", login.user}, args...), login.dbname)...)
+	cmd.Env = append(os.Environ(), "PGPASSWORD="+login.password, "PGCONNECT_TIMEOUT=10", "PGHOSTADDR="+host,
+		"PGSSLMODE=verify-full", "PGSSLROOTCERT="+ca)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -20,19 +22,41 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
-// credentials are one role's login, as the hub's <db>-app Secret gives them.
-type credentials struct{ user, password, dbname string }
+// credentials are one role's login, as the hub's <db>-<kind> Secret gives them, with what a
+// client verifies the server by (sslmode=verify-full): the database's CA and the name its
+// certificate carries.
+type credentials struct {
+	user, password, dbname string
+	ca                     []byte
+	serverName             string
+}
 
 // appCredentials reads the hub's <db>-app Secret.
 func (f *federation) appCredentials(t *testing.T, dbc *dbfleetv1alpha1.DatabaseCluster) credentials {
 	t.Helper()
-	s := &corev1.Secret{}
-	if err := f.hub.Get(context.Background(), client.ObjectKey{Namespace: dbc.Namespace, Name: dbc.Name + "-app"}, s); err != nil {
+	return f.login(t, dbc.Namespace, dbc.Name, dbfleetv1alpha1.CredentialsApp, "")
+}
+
+// login reads the hub's <db>-<kind> Secret and the database's CA (ca.crt of <db>-tls); dbname
+// overrides the Secret's.
+func (f *federation) login(t *testing.T, ns, db, kind, dbname string) credentials {
+	t.Helper()
+	ctx := context.Background()
+	s, tls := &corev1.Secret{}, &corev1.Secret{}
+	if err := f.hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: db + "-" + kind}, s); err != nil {
 		t.Fatal(err)
 	}
-	return credentials{user: string(s.Data["username"]), password: string(s.Data["password"]), dbname: string(s.Data["dbname"])}
+	if err := f.hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: db + "-tls"}, tls); err != nil {
+		t.Fatal(err)
+	}
+	if dbname == "" {
+		dbname = string(s.Data["dbname"])
+	}
+	return credentials{user: string(s.Data["username"]), password: string(s.Data["password"]), dbname: dbname,
+		ca: tls.Data["ca.crt"], serverName: contract.TLSServerName(db, ns)}
 }
 
 // connect logs in at endpoint (host:port), giving up after timeout.
@@ -51,7 +75,13 @@ func (c credentials) connect(ctx context.Context, endpoint string, timeout time.
 	}
 	cfg.Host, cfg.Port = host, uint16(p)
 	cfg.User, cfg.Password, cfg.Database = c.user, c.password, c.dbname
-	cfg.TLSConfig, cfg.Fallbacks, cfg.ConnectTimeout = nil, nil, timeout
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(c.ca) {
+		return nil, errors.New("no CA certificate to verify the server by")
+	}
+	// verify-full: the server's certificate, under the database's CA, names the database.
+	cfg.TLSConfig = &tls.Config{RootCAs: roots, ServerName: c.serverName, MinVersion: tls.VersionTLS12}
+	cfg.Fallbacks, cfg.ConnectTimeout = nil, timeout
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return pgx.ConnectConfig(cctx, cfg)

@@ -376,11 +376,7 @@ func podIP(t *testing.T, member string, dbc *dbfleetv1alpha1.DatabaseCluster, in
 func lagAStandby(t *testing.T, ns, db, primary string, lag int64) (string, func()) {
 	t.Helper()
 	ctx := context.Background()
-	s := &corev1.Secret{}
-	if err := fed.hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: db + "-superuser"}, s); err != nil {
-		t.Fatal(err)
-	}
-	su := credentials{user: string(s.Data["username"]), password: string(s.Data["password"]), dbname: "postgres"}
+	su := fed.login(t, ns, db, dbfleetv1alpha1.CredentialsSuperuser, "postgres")
 	d, err := fed.database(ctx, &dbfleetv1alpha1.DatabaseCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: db}})
 	if err != nil {
 		t.Fatal(err)

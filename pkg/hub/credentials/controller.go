@@ -23,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/certs"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/predicates"
 	"github.com/dbfleet/dbfleet/pkg/queue"
 )
@@ -77,7 +79,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&dbfleetv1alpha1.DatabaseCluster{}, builder.WithPredicates(predicate.Or(predicates.NotStatusOnly(), credentialsConditionChanged()))).
 		// A share appearing, going or moving is when a copy must follow; the agent's status
 		// reports, many a minute per share, are not.
-		Watches(&dbfleetv1alpha1.MemberDatabase{}, handler.EnqueueRequestsFromMapFunc(memberDatabaseOwner), builder.WithPredicates(predicates.NotStatusOnly())).
+		// Nor are the reports, unless they bring an address the server certificate must name.
+		Watches(&dbfleetv1alpha1.MemberDatabase{}, handler.EnqueueRequestsFromMapFunc(memberDatabaseOwner),
+			builder.WithPredicates(predicate.Or(predicates.NotStatusOnly(), addressesChanged()))).
 		WatchesRawSource(secrets).
 		Complete(r)
 }
@@ -143,16 +147,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, err
 	}
-	var result ctrl.Result
-	if malformed != "" {
-		if err := r.setCondition(ctx, dbc, metav1.ConditionFalse, dbfleetv1alpha1.CredentialsReasonSecretMalformed, malformed); err != nil {
-			return ctrl.Result{}, err
-		}
-		result.RequeueAfter = malformedRecheck
-	} else if err := r.setCondition(ctx, dbc, metav1.ConditionTrue, dbfleetv1alpha1.CredentialsReasonReady,
-		"credentials Secrets "+dbfleetv1alpha1.CredentialsSecretName(dbc.Name, "{superuser,replication,app}")+" are present"); err != nil {
-		return ctrl.Result{}, err
-	}
 
 	var shares []dbfleetv1alpha1.MemberDatabase
 	if dbc.DeletionTimestamp.IsZero() {
@@ -168,6 +162,45 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			}
 		}
 	}
+	// The replication role's client certificate names its user: none until that is known.
+	if repl := sources[dbfleetv1alpha1.CredentialsReplication]; repl != nil {
+		secret, problem, err := r.ensureTLS(ctx, dbc, string(repl.Data[contract.SecretKeyUsername]), shares)
+		if err != nil {
+			if serr := r.setCondition(ctx, dbc, metav1.ConditionFalse, dbfleetv1alpha1.CredentialsReasonSecretFailed, err.Error()); serr != nil {
+				log.Error(serr, "Failed to report the credentials condition")
+			}
+			return ctrl.Result{}, err
+		}
+		if secret != nil {
+			sources[dbfleetv1alpha1.CredentialsTLS] = secret
+			if err := r.giveAppTheCA(ctx, sources[dbfleetv1alpha1.CredentialsApp], secret.Data[contract.SecretKeyCACert]); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		if problem != "" && malformed == "" {
+			malformed = problem
+		}
+	}
+
+	var result ctrl.Result
+	if malformed != "" {
+		if err := r.setCondition(ctx, dbc, metav1.ConditionFalse, dbfleetv1alpha1.CredentialsReasonSecretMalformed, malformed); err != nil {
+			return ctrl.Result{}, err
+		}
+		result.RequeueAfter = malformedRecheck
+	} else if err := r.setCondition(ctx, dbc, metav1.ConditionTrue, dbfleetv1alpha1.CredentialsReasonReady,
+		"credentials Secrets "+dbfleetv1alpha1.CredentialsSecretName(dbc.Name, "{superuser,replication,app,tls}")+" are present"); err != nil {
+		return ctrl.Result{}, err
+	}
+	if tls := sources[dbfleetv1alpha1.CredentialsTLS]; tls != nil {
+		// Look again before the certificates are due for renewal, which no event announces.
+		if end, err := certs.NotAfter(tls.Data[contract.SecretKeyTLSCert]); err == nil {
+			renew := time.Until(end.Add(-certs.RenewBefore)) + time.Minute
+			if renew > 0 && (result.RequeueAfter == 0 || renew < result.RequeueAfter) {
+				result.RequeueAfter = renew
+			}
+		}
+	}
 	return result, r.carry(ctx, dbc.Namespace, dbc.Name, sources, shares)
 }
 
@@ -176,7 +209,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func (r *Reconciler) ensureSecrets(ctx context.Context, dbc *dbfleetv1alpha1.DatabaseCluster) (map[string]*corev1.Secret, string, error) {
 	sources := map[string]*corev1.Secret{}
 	var firstProblem string
-	for _, kind := range dbfleetv1alpha1.CredentialKinds {
+	for _, kind := range dbfleetv1alpha1.PasswordKinds {
 		key := client.ObjectKey{Namespace: dbc.Namespace, Name: dbfleetv1alpha1.CredentialsSecretName(dbc.Name, kind)}
 		secret := &corev1.Secret{}
 		err := r.Secrets.Get(ctx, key, secret)
@@ -257,7 +290,11 @@ func (r *Reconciler) carry(ctx context.Context, namespace, name string, sources 
 			if source == nil {
 				continue
 			}
-			desired := carriedSecret(dbcRef(namespace, name), kind, source, mdb)
+			var caCert []byte
+			if tls := sources[dbfleetv1alpha1.CredentialsTLS]; tls != nil {
+				caCert = tls.Data[contract.SecretKeyCACert]
+			}
+			desired := carriedSecret(dbcRef(namespace, name), kind, source, caCert, mdb)
 			if err := r.writeCopy(ctx, have[key], desired); err != nil {
 				return err
 			}
@@ -272,6 +309,21 @@ func (r *Reconciler) carry(ctx context.Context, namespace, name string, sources 
 		}
 		ctrl.LoggerFrom(ctx).Info("Removed carried credentials", "secret", key.String())
 	}
+	return nil
+}
+
+// giveAppTheCA puts the CA into the hub's own <db>-app Secret (never a user's), so clients on
+// the hub's side find it where the members' copies have it.
+func (r *Reconciler) giveAppTheCA(ctx context.Context, app *corev1.Secret, caCert []byte) error {
+	if app == nil || app.Labels[dbfleetv1alpha1.LabelCredentials] != dbfleetv1alpha1.CredentialsApp || bytes.Equal(app.Data[contract.SecretKeyCACert], caCert) {
+		return nil
+	}
+	updated := app.DeepCopy()
+	updated.Data[contract.SecretKeyCACert] = caCert
+	if err := r.Client.Update(ctx, updated); err != nil {
+		return fmt.Errorf("put ca.crt into Secret %s: %w", app.Name, err)
+	}
+	*app = *updated
 	return nil
 }
 

@@ -111,45 +111,32 @@ func newSecret(dbc *dbfleetv1alpha1.DatabaseCluster, kind string) (*corev1.Secre
 		return nil, err
 	}
 	username, dbname := defaultUsername(kind), defaultDBName(kind)
-	controller := true
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: dbc.Namespace,
-			Name:      dbfleetv1alpha1.CredentialsSecretName(dbc.Name, kind),
-			Labels: map[string]string{
-				dbfleetv1alpha1.LabelDatabase:    dbc.Name,
-				dbfleetv1alpha1.LabelCredentials: kind,
-			},
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: dbfleetv1alpha1.GroupVersion.String(),
-				Kind:       "DatabaseCluster",
-				Name:       dbc.Name,
-				UID:        dbc.UID,
-				Controller: &controller,
-			}},
-		},
-		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{
-			contract.SecretKeyUsername: []byte(username),
-			contract.SecretKeyPassword: []byte(password),
-			contract.SecretKeyDBName:   []byte(dbname),
-			contract.SecretKeyURI:      []byte(connectionURI(dbc.Name, username, password, dbname)),
-		},
-	}, nil
+	return ownedSecret(dbc, dbfleetv1alpha1.CredentialsSecretName(dbc.Name, kind), kind, corev1.SecretTypeOpaque, map[string][]byte{
+		contract.SecretKeyUsername: []byte(username),
+		contract.SecretKeyPassword: []byte(password),
+		contract.SecretKeyDBName:   []byte(dbname),
+		contract.SecretKeyURI:      []byte(connectionURI(dbc.Name, username, password, dbname)),
+	}), nil
 }
 
 // carriedSecret is the copy of a credentials Secret in a member namespace, owned by the share's
-// MemberDatabase so that it goes with it. Only the data travels, with dbname and uri filled in
-// when the user's Secret left them out.
-func carriedSecret(dbc *dbfleetv1alpha1.DatabaseCluster, kind string, source *corev1.Secret, mdb *dbfleetv1alpha1.MemberDatabase) *corev1.Secret {
+// MemberDatabase so that it goes with it. Only the data travels, with a login's dbname and uri
+// filled in when the user's Secret left them out, and the app's with the CA clients verify the
+// servers by (caCert).
+func carriedSecret(dbc *dbfleetv1alpha1.DatabaseCluster, kind string, source *corev1.Secret, caCert []byte, mdb *dbfleetv1alpha1.MemberDatabase) *corev1.Secret {
 	data := maps.Clone(source.Data)
-	if len(data[contract.SecretKeyDBName]) == 0 {
-		data[contract.SecretKeyDBName] = []byte(defaultDBName(kind))
+	if kind == dbfleetv1alpha1.CredentialsApp && len(caCert) > 0 {
+		data[contract.SecretKeyCACert] = caCert
 	}
-	if len(data[contract.SecretKeyURI]) == 0 {
-		data[contract.SecretKeyURI] = []byte(connectionURI(dbc.Name,
-			string(data[contract.SecretKeyUsername]), string(data[contract.SecretKeyPassword]),
-			string(data[contract.SecretKeyDBName])))
+	if kind != dbfleetv1alpha1.CredentialsTLS {
+		if len(data[contract.SecretKeyDBName]) == 0 {
+			data[contract.SecretKeyDBName] = []byte(defaultDBName(kind))
+		}
+		if len(data[contract.SecretKeyURI]) == 0 {
+			data[contract.SecretKeyURI] = []byte(connectionURI(dbc.Name,
+				string(data[contract.SecretKeyUsername]), string(data[contract.SecretKeyPassword]),
+				string(data[contract.SecretKeyDBName])))
+		}
 	}
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{

@@ -60,7 +60,7 @@ func (r *Reconciler) secretOwner(ctx context.Context, s *metav1.PartialObjectMet
 	if ns, name := l[dbfleetv1alpha1.LabelDatabaseNamespace], l[dbfleetv1alpha1.LabelDatabase]; ns != "" && name != "" && l[dbfleetv1alpha1.LabelCredentials] != "" {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 	}
-	for _, kind := range dbfleetv1alpha1.CredentialKinds {
+	for _, kind := range append([]string{dbfleetv1alpha1.CredentialsCA}, dbfleetv1alpha1.CredentialKinds...) {
 		db, ok := strings.CutSuffix(s.Name, dbfleetv1alpha1.CredentialsSecretName("", kind))
 		if !ok || db == "" {
 			continue

@@ -42,6 +42,8 @@ type Settings struct {
 	ListenAddresses string
 	// ClusterName names the instance in the process title and logs (its pod name).
 	ClusterName string
+	// TLS are the server's certificate, key and CA files (TLSPaths).
+	TLS TLSFiles
 }
 
 // Auth says who may connect.
@@ -101,6 +103,13 @@ func Write(dir string, s Settings, a Auth, owner *Owner) error {
 		// write check) and the standby pings it after 2.5 s without data, so only a primary
 		// stalled that long costs a reconnection.
 		{"wal_receiver_timeout", fmt.Sprintf("'%ds'", int(WALReceiverTimeout.Seconds()))},
+		// TLS on every connection from the network (pg_hba.conf refuses the others); the CA
+		// checks the client certificates of the replication role.
+		{"ssl", "on"},
+		{"ssl_cert_file", Quote(s.TLS.ServerCert)},
+		{"ssl_key_file", Quote(s.TLS.ServerKey)},
+		{"ssl_ca_file", Quote(s.TLS.CACert)},
+		{"ssl_min_protocol_version", "'TLSv1.2'"},
 		{"logging_collector", "off"},
 		{"log_destination", "'stderr'"},
 	} {
@@ -114,28 +123,33 @@ func Write(dir string, s Settings, a Auth, owner *Owner) error {
 	return writeFile(filepath.Join(dir, "pg_hba.conf"), []byte(HBA(a)), owner)
 }
 
-// HBA is pg_hba.conf: SCRAM for every role from any address, replication connections only for
-// the replication role, and the superuser refused over the network unless allowed.
+// HBA is pg_hba.conf: from the network only over TLS (a plaintext connection is refused
+// whoever asks), SCRAM for every role, replication connections only for the replication role,
+// which must also show its client certificate, and the superuser refused over the network
+// unless allowed. The one plaintext login is the superuser's over loopback: the manager's own
+// connections, which never leave the pod.
 func HBA(a Auth) string {
 	var b strings.Builder
 	b.WriteString("# Written by dbfleet-instance at every start; edits are lost.\n")
 	b.WriteString("# TYPE  DATABASE  USER  ADDRESS  METHOD\n")
+	su, repl := hbaName(a.Superuser), hbaName(a.Replication)
+	fmt.Fprintf(&b, "host all %s 127.0.0.1/32 scram-sha-256\n", su)
+	fmt.Fprintf(&b, "host all %s ::1/128 scram-sha-256\n", su)
 	if !a.SuperuserFromNetwork {
-		// The manager itself connects from the loopback address.
-		fmt.Fprintf(&b, "host all %s 127.0.0.1/32 scram-sha-256\n", hbaName(a.Superuser))
-		fmt.Fprintf(&b, "host all %s ::1/128 scram-sha-256\n", hbaName(a.Superuser))
-		fmt.Fprintf(&b, "host all %s all reject\n", hbaName(a.Superuser))
+		fmt.Fprintf(&b, "host all %s all reject\n", su)
 	}
-	fmt.Fprintf(&b, "host replication %s all scram-sha-256\n", hbaName(a.Replication))
-	b.WriteString("host all all all scram-sha-256\n")
+	b.WriteString("hostnossl all all all reject\n")
+	fmt.Fprintf(&b, "hostssl replication %s all scram-sha-256 clientcert=verify-full\n", repl)
+	// pg_rewind and a rejoining instance's checkpoint log in to a database as this role.
+	fmt.Fprintf(&b, "hostssl all %s all scram-sha-256 clientcert=verify-full\n", repl)
+	b.WriteString("hostssl all all all scram-sha-256\n")
 	return b.String()
 }
 
 // Standby is what a standby follows.
 type Standby struct {
-	// Host and Port of the primary endpoint.
-	Host string
-	Port string
+	// Upstream is the primary endpoint, reached over TLS.
+	Upstream
 	// User and Password of the replication role. The password goes into a password file beside
 	// the data directory, which primary_conninfo names (passfile): never into the configuration,
 	// whose changes the server logs with their values.
@@ -150,11 +164,9 @@ type Standby struct {
 
 // Conninfo is primary_conninfo for s.
 func (s Standby) Conninfo() string {
-	parts := []string{
-		"host=" + connValue(s.Host), "port=" + connValue(s.Port), "user=" + connValue(s.User),
-		"passfile=" + connValue(s.Passfile), "application_name=" + connValue(s.ApplicationName),
-		"dbname=replication", "connect_timeout=5",
-	}
+	parts := append(s.Params(), "user="+connValue(s.User),
+		"passfile="+connValue(s.Passfile), "application_name="+connValue(s.ApplicationName),
+		"dbname=replication", "connect_timeout=5")
 	return strings.Join(parts, " ")
 }
 
@@ -164,7 +176,7 @@ func WriteStandby(dir string, s Standby, owner *Owner) (bool, error) {
 	content := "# Written by dbfleet-instance; edits are lost. Following no primary.\n"
 	line := ""
 	if s.Host != "" {
-		line = PassfileLine(s.Host, s.Port, s.User, s.Password)
+		line = PassfileLine(s.HostName(), s.Port, s.User, s.Password)
 	}
 	passfile, err := writePassfile(filepath.Dir(dir), line, owner)
 	if err != nil {

@@ -23,18 +23,28 @@ func TestSlotName(t *testing.T) {
 
 func TestHBA(t *testing.T) {
 	open := HBA(Auth{Superuser: "postgres", Replication: "streaming_replica", SuperuserFromNetwork: true})
-	if strings.Contains(open, "reject") {
+	if strings.Contains(open, `"postgres" all reject`) {
 		t.Errorf("superuser from the network allowed, yet:\n%s", open)
 	}
-	for _, line := range []string{`host replication "streaming_replica" all scram-sha-256`, "host all all all scram-sha-256"} {
+	for _, line := range []string{
+		"hostnossl all all all reject",
+		`hostssl replication "streaming_replica" all scram-sha-256 clientcert=verify-full`,
+		"hostssl all all all scram-sha-256",
+	} {
 		if !strings.Contains(open, line+"\n") {
 			t.Errorf("pg_hba.conf lacks %q:\n%s", line, open)
+		}
+	}
+	// Every line that takes a login from the network is hostssl; plain host only over loopback.
+	for _, line := range strings.Split(open, "\n") {
+		if strings.HasPrefix(line, "host ") && !strings.Contains(line, "127.0.0.1/32") && !strings.Contains(line, "::1/128") && !strings.HasSuffix(line, "reject") {
+			t.Errorf("plaintext from the network: %q", line)
 		}
 	}
 	closed := HBA(Auth{Superuser: "postgres", Replication: "streaming_replica"})
 	loopback := strings.Index(closed, `host all "postgres" 127.0.0.1/32 scram-sha-256`)
 	reject := strings.Index(closed, `host all "postgres" all reject`)
-	all := strings.Index(closed, "host all all all")
+	all := strings.Index(closed, "hostssl all all all")
 	if loopback < 0 || reject < loopback || all < reject {
 		t.Errorf("superuser not limited to loopback before the general rule:\n%s", closed)
 	}
@@ -44,14 +54,24 @@ func TestHBA(t *testing.T) {
 }
 
 func TestConninfoQuoting(t *testing.T) {
-	s := Standby{Host: "10.0.0.1", Port: "5432", User: "repl", Passfile: `/v/it's a \ file`, ApplicationName: "west-1"}
+	s := Standby{Upstream: Upstream{Host: "10.0.0.1", Port: "5432", ServerName: "db-rw.ns.svc", TLS: TLSPaths("/v/pgdata")},
+		User: "repl", Passfile: `/v/it's a \ file`, ApplicationName: "west-1"}
 	got := s.Conninfo()
-	if !strings.Contains(got, `passfile='/v/it\'s a \\ file'`) {
-		t.Errorf("Conninfo = %s", got)
+	for _, want := range []string{`passfile='/v/it\'s a \\ file'`, "sslmode=verify-full", "sslrootcert='/v/.dbfleet-tls/ca.crt'",
+		"sslcert='/v/.dbfleet-tls/replication.crt'", "sslkey='/v/.dbfleet-tls/replication.key'"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Conninfo lacks %s: %s", want, got)
+		}
 	}
-	// In postgresql.conf the whole conninfo is one string, its quotes doubled.
-	if q := Quote(got); !strings.HasPrefix(q, "'host=''10.0.0.1''") {
+	// In postgresql.conf the whole conninfo is one string, its quotes doubled. An address is
+	// dialled (hostaddr) and the server name verified (host).
+	if q := Quote(got); !strings.HasPrefix(q, "'host=''db-rw.ns.svc'' hostaddr=''10.0.0.1''") {
 		t.Errorf("Quote(conninfo) = %s", q)
+	}
+	// A name is dialled and verified as it is.
+	s.Host = "db-rw.ns.svc.clusterset.local"
+	if got := s.Conninfo(); !strings.HasPrefix(got, "host='db-rw.ns.svc.clusterset.local' port=") {
+		t.Errorf("Conninfo for a name: %s", got)
 	}
 }
 
@@ -65,7 +85,7 @@ func TestWriteStandbyKeepsThePasswordOutOfTheConfiguration(t *testing.T) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	s := Standby{Host: "10.0.0.1", Port: "5432", User: "repl", Password: "pw:one", ApplicationName: "west-1", SlotName: "dbfleet_west_1"}
+	s := Standby{Upstream: Upstream{Host: "10.0.0.1", Port: "5432"}, User: "repl", Password: "pw:one", ApplicationName: "west-1", SlotName: "dbfleet_west_1"}
 	passfile := func() string {
 		t.Helper()
 		files, _ := filepath.Glob(filepath.Join(volume, replicationPassfilePrefix+"*"))
@@ -107,11 +127,11 @@ func TestWriteStandbyKeepsThePasswordOutOfTheConfiguration(t *testing.T) {
 
 func TestWriteStandbyReportsChanges(t *testing.T) {
 	dir := t.TempDir()
-	s := Standby{Host: "10.0.0.1", Port: "5432", User: "repl", Password: "pw", ApplicationName: "west-1", SlotName: "dbfleet_west_1"}
+	s := Standby{Upstream: Upstream{Host: "10.0.0.1", Port: "5432"}, User: "repl", Password: "pw", ApplicationName: "west-1", SlotName: "dbfleet_west_1"}
 	for i, tt := range []struct {
 		s       Standby
 		changed bool
-	}{{s, true}, {s, false}, {Standby{Host: "10.0.0.2", Port: "5432", User: "repl", Password: "pw", ApplicationName: "west-1", SlotName: "dbfleet_west_1"}, true}} {
+	}{{s, true}, {s, false}, {Standby{Upstream: Upstream{Host: "10.0.0.2", Port: "5432"}, User: "repl", Password: "pw", ApplicationName: "west-1", SlotName: "dbfleet_west_1"}, true}} {
 		changed, err := WriteStandby(dir, tt.s, nil)
 		if err != nil || changed != tt.changed {
 			t.Fatalf("write %d: changed=%v err=%v, want changed=%v", i, changed, err, tt.changed)

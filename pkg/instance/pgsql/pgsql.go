@@ -2,6 +2,7 @@ package pgsql
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -19,15 +20,16 @@ type Credentials struct {
 	Username, Password, DBName string
 }
 
-// ConnConfig is a pgx configuration for host:port as user, without TLS (the instance's own
-// loopback connections; TLS between instances is for a later step).
-func ConnConfig(host string, port int, user, password, dbname string) (*pgx.ConnConfig, error) {
+// ConnConfig is a pgx configuration for host:port as user, over TLS with tlsConfig (ClientTLS),
+// or in plaintext when it is nil: the instance's own loopback connections only, the one
+// plaintext login pg_hba.conf takes.
+func ConnConfig(host string, port int, user, password, dbname string, tlsConfig *tls.Config) (*pgx.ConnConfig, error) {
 	cfg, err := pgx.ParseConfig("")
 	if err != nil {
 		return nil, fmt.Errorf("pgx config: %w", err)
 	}
 	cfg.Host, cfg.Port, cfg.User, cfg.Password, cfg.Database = host, uint16(port), user, password, dbname
-	cfg.TLSConfig = nil
+	cfg.TLSConfig = tlsConfig
 	cfg.Fallbacks = nil
 	cfg.ConnectTimeout = 5e9
 	// The manager's own writes (roles, passwords, the readiness write) are acknowledged once on
@@ -324,11 +326,19 @@ func readReplication(ctx context.Context, conn *pgx.Conn) ([]Replica, error) {
 }
 
 // IdentifySystem asks the server at host:port, over the replication protocol as the replication
-// role, for its database system identifier.
-func IdentifySystem(ctx context.Context, host, port string, c Credentials) (string, error) {
+// role and over TLS with tlsConfig (ClientTLS), for its database system identifier.
+func IdentifySystem(ctx context.Context, host, port string, c Credentials, tlsConfig *tls.Config) (string, error) {
+	if tlsConfig == nil {
+		return "", errors.New("IdentifySystem: no TLS configuration")
+	}
 	dsn := fmt.Sprintf("host=%s port=%s user=%s password=%s dbname=replication replication=true sslmode=disable connect_timeout=5",
 		dsnValue(host), dsnValue(port), dsnValue(c.Username), dsnValue(c.Password))
-	conn, err := pgconn.Connect(ctx, dsn)
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return "", fmt.Errorf("replication connection to %s: %w", net.JoinHostPort(host, port), err)
+	}
+	cfg.TLSConfig, cfg.Fallbacks = tlsConfig, nil
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return "", fmt.Errorf("connect for replication to %s: %w", net.JoinHostPort(host, port), err)
 	}

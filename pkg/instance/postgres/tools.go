@@ -20,17 +20,18 @@ func (b Binaries) InitDB(ctx context.Context, dir, superuser, pwfile string) err
 		"--username="+superuser, "--pwfile="+pwfile, "--encoding=UTF8", "--locale=C")
 }
 
-// BaseBackup clones the primary at host:port into dir (which must be absent or empty), with
-// the WAL streamed alongside so the copy is consistent.
-func (b Binaries) BaseBackup(ctx context.Context, dir, host, port, user, password, appName string) error {
-	passfile, remove, err := b.passfile(host, port, user, password)
+// BaseBackup clones the primary at up into dir (which must be absent or empty), with the WAL
+// streamed alongside so the copy is consistent; over TLS, verify-full, with the client
+// certificate (both of pg_basebackup's connections read them from the environment).
+func (b Binaries) BaseBackup(ctx context.Context, dir string, up pgconf.Upstream, user, password, appName string) error {
+	passfile, remove, err := b.passfile(up.HostName(), up.Port, user, password)
 	if err != nil {
 		return err
 	}
 	defer remove()
-	env := append(os.Environ(), "PGPASSFILE="+passfile, "PGAPPNAME="+appName, "PGCONNECT_TIMEOUT=10")
-	return b.run(ctx, env, "pg_basebackup", "-D", dir, "-h", host, "-p", port, "-U", user,
-		"--no-password", "--wal-method=stream", "--checkpoint=fast")
+	env := append(os.Environ(), "PGPASSFILE="+passfile, "PGAPPNAME="+appName, "PGCONNECT_TIMEOUT=10", "PGUSER="+user)
+	env = append(env, up.Env()...)
+	return b.run(ctx, env, "pg_basebackup", "-D", dir, "--no-password", "--wal-method=stream", "--checkpoint=fast")
 }
 
 // passfile writes a password file (libpq's pgpass format, mode 0600, owned by whoever runs the
@@ -58,20 +59,21 @@ func (b Binaries) passfile(host, port, user, password string) (string, func(), e
 	return path, remove, nil
 }
 
-// Rewind makes the stopped data directory dir a copy of the server at host:port from the point
+// Rewind makes the stopped data directory dir a copy of the server at up (over TLS) from the point
 // where their histories forked (pg_rewind; it needs data checksums or wal_log_hints, which
 // initdb and dbfleet.conf give, and on the source a superuser or a role granted its functions,
 // as the replication role is). A directory that was not shut down cleanly is first recovered in
 // single-user mode (pg_rewind's default). It returns what pg_rewind said ("no rewind required",
 // or the divergence point and "Done!").
-func (b Binaries) Rewind(ctx context.Context, dir, host, port, user, password string) (string, error) {
-	passfile, remove, err := b.passfile(host, port, user, password)
+func (b Binaries) Rewind(ctx context.Context, dir string, up pgconf.Upstream, user, password string) (string, error) {
+	passfile, remove, err := b.passfile(up.HostName(), up.Port, user, password)
 	if err != nil {
 		return "", err
 	}
 	defer remove()
-	cmd := b.command("pg_rewind", "--target-pgdata="+dir,
-		"--source-server=host="+connValue(host)+" port="+connValue(port)+" user="+connValue(user)+" dbname=postgres connect_timeout=10")
+	host, port := up.Host, up.Port
+	source := append(up.Params(), "user="+connValue(user), "dbname=postgres", "connect_timeout=10")
+	cmd := b.command("pg_rewind", "--target-pgdata="+dir, "--source-server="+strings.Join(source, " "))
 	cmd.Env = append(os.Environ(), "PGPASSFILE="+passfile, "PGAPPNAME=dbfleet-rewind", "LC_ALL=C")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -37,7 +37,7 @@ func (f *fixture) secret(namespace, name string) *corev1.Secret {
 	return s
 }
 
-// waitCarried waits until exactly the given clusters hold copies of the database's three
+// waitCarried waits until exactly the given clusters hold copies of the database's four
 // credentials Secrets, and returns them by cluster and kind.
 func (f *fixture) waitCarried(db string, clusters ...string) map[string]map[string]*corev1.Secret {
 	f.t.Helper()
@@ -62,7 +62,7 @@ func (f *fixture) waitCarried(db string, clusters ...string) map[string]map[stri
 			return false, nil
 		}
 		for _, c := range clusters {
-			if len(got[c]) != 3 {
+			if len(got[c]) != len(dbfleetv1alpha1.CredentialKinds) {
 				return false, nil
 			}
 		}

@@ -17,11 +17,15 @@ import (
 // connectFrom logs in to p as s from the local address from (127.0.0.1 is loopback to
 // pg_hba.conf; 127.0.0.2 is another host).
 func (p *proc) connectFrom(ctx context.Context, from string, s secret) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(fmt.Sprintf("host=127.0.0.1 port=%d user=%s dbname=postgres sslmode=disable connect_timeout=5", p.pgPort, s.username))
+	cfg, err := pgx.ParseConfig(fmt.Sprintf("host=127.0.0.1 port=%d user=%s dbname=postgres connect_timeout=5", p.pgPort, s.username))
 	if err != nil {
 		return nil, err
 	}
 	cfg.Password = s.password
+	if cfg.TLSConfig, err = p.clientTLS(s); err != nil {
+		return nil, err
+	}
+	cfg.Fallbacks = nil
 	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
 	cfg.DialFunc = dialer.DialContext
 	return pgx.ConnectConfig(ctx, cfg)

@@ -113,7 +113,8 @@ type proc struct {
 	pgPort, httpPort        int
 	volume                  string
 	kubeconfig              string
-	secrets                 [3]string
+	// secrets are the mounted superuser, replication, app and TLS Secrets' directories.
+	secrets [4]string
 	// args are added to the command line (--failsafe, say).
 	args []string
 
@@ -137,7 +138,7 @@ func newProcVia(ctx context.Context, t *testing.T, pod, namespace, cluster strin
 	t.Helper()
 	p := &proc{pod: pod, namespace: namespace, cluster: cluster, pgPort: freePort(t), httpPort: freePort(t),
 		volume:  volume(t),
-		secrets: [3]string{writeSecret(t, superuser), writeSecret(t, replication), writeSecret(t, app)}}
+		secrets: [4]string{writeSecret(t, superuser), writeSecret(t, replication), writeSecret(t, app), writeTLSSecret(t, testCA())}}
 	user := "instance-" + pod
 	grantReadOnly(ctx, t, namespace, pod, user)
 	kc, err := member.Kubeconfig(user)
@@ -204,7 +205,7 @@ func (p *proc) start(t *testing.T) {
 		"--pod-name", p.pod, "--namespace", p.namespace, "--cluster", p.cluster, "--database", database,
 		"--kubeconfig", p.kubeconfig, "--data-volume", p.volume, "--bin-dir", pgBin,
 		"--http-port", strconv.Itoa(p.httpPort), "--postgres-port", strconv.Itoa(p.pgPort), "--listen-addresses", "127.0.0.1",
-		"--superuser-secret-dir", p.secrets[0], "--replication-secret-dir", p.secrets[1], "--app-secret-dir", p.secrets[2],
+		"--superuser-secret-dir", p.secrets[0], "--replication-secret-dir", p.secrets[1], "--app-secret-dir", p.secrets[2], "--tls-secret-dir", p.secrets[3],
 		"--run-as", "postgres", "--poll-interval", "200ms")
 	cmd.Args = append(cmd.Args, p.args...)
 	cmd.Stdout, cmd.Stderr = p.log, p.log
@@ -293,11 +294,15 @@ func (p *proc) connect(ctx context.Context, s secret, password string) (*pgx.Con
 	if db == "" {
 		db = "postgres"
 	}
-	cfg, err := pgx.ParseConfig(fmt.Sprintf("host=127.0.0.1 port=%d user=%s dbname=%s sslmode=disable connect_timeout=5", p.pgPort, s.username, db))
+	cfg, err := pgx.ParseConfig(fmt.Sprintf("host=127.0.0.1 port=%d user=%s dbname=%s connect_timeout=5", p.pgPort, s.username, db))
 	if err != nil {
 		return nil, err
 	}
 	cfg.Password = password
+	if cfg.TLSConfig, err = p.clientTLS(s); err != nil {
+		return nil, err
+	}
+	cfg.Fallbacks = nil
 	return pgx.ConnectConfig(ctx, cfg)
 }
 
@@ -334,6 +339,7 @@ func createNamespace(ctx context.Context, t *testing.T, name string) {
 	if err := member.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		t.Fatal(err)
 	}
+	namespaces.Store(name, true)
 }
 
 // renewer renews a primary Lease as the agent does, every 500 ms, until stopped.
