@@ -2,8 +2,8 @@ package instance
 
 import (
 	"crypto/tls"
-	"errors"
 	"crypto/x509"
+	"errors"
 	"os"
 	"path/filepath"
 	"sort"
