@@ -280,7 +280,7 @@ func labelPods(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.M
 
 // applyPostgres writes what a postgres share needs besides its StatefulSet: the client Services,
 // the instance managers' ServiceAccount and Role, and the credentials the hub carried into
-// member-<cluster>, as "<db>-superuser", "<db>-replication" and "<db>-app".
+// member-<cluster>, as "<db>-superuser", "<db>-replication", "<db>-app" and "<db>-tls".
 func (r *Reconciler) applyPostgres(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase) []error {
 	var errs []error
 	for _, svc := range specs.RoleServices(mdb, r.InstanceImage != "") {
