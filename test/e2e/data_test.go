@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 )
 
 // TestRowsCrossClusters writes as a client would: it connects to the DatabaseCluster's
@@ -95,10 +98,11 @@ func TestRowsCrossClusters(t *testing.T) {
 	if err := su.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND application_name NOT LIKE '%-clone'").Scan(&streaming); err != nil {
 		t.Fatal(err)
 	}
-	_ = su.Close(ctx)
 	if streaming != 2 {
 		t.Errorf("pg_stat_replication on the primary: %d standbys streaming, want the two in west and east", streaming)
 	}
+	tlsAcrossClusters(ctx, t, d, su)
+	_ = su.Close(ctx)
 
 	// A write tried on every instance directly: exactly one accepts it.
 	accepted := []string{}
@@ -120,4 +124,61 @@ func TestRowsCrossClusters(t *testing.T) {
 		t.Errorf("primary %+v, want central", d.Status.Primary)
 	}
 	t.Logf("%d rows written at %s and read on %v; only the primary accepted a direct write", rows, d.Status.Endpoints.ReadWrite, d.Status.Endpoints.ReadOnly)
+}
+
+// tlsAcrossClusters checks the TLS a client in another cluster meets: the standbys stream over
+// TLS (pg_stat_ssl of their walsenders, read with su on the primary), plaintext is refused, and
+// the primary's address verifies (sslmode=verify-full, the address as the host) under the CA of
+// the <db>-app Secret in a member cluster that does not run the primary, once the hub has named
+// that address in the certificate.
+func tlsAcrossClusters(ctx context.Context, t *testing.T, d *dbfleetv1alpha1.DatabaseCluster, su *pgx.Conn) {
+	t.Helper()
+	var encrypted int
+	if err := su.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication r JOIN pg_stat_ssl s USING (pid)
+		WHERE r.state = 'streaming' AND r.application_name NOT LIKE '%-clone' AND s.ssl`).Scan(&encrypted); err != nil {
+		t.Fatal(err)
+	}
+	if encrypted != 2 {
+		t.Errorf("%d standbys stream over TLS, want both", encrypted)
+	}
+
+	login := fed.login(t, d.Namespace, d.Name, dbfleetv1alpha1.CredentialsApp, "")
+	host, port, err := net.SplitHostPort(d.Status.Endpoints.ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%s user=%s password=%s dbname=%s sslmode=disable connect_timeout=10",
+		host, port, login.user, login.password, login.dbname))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conn, err := pgx.ConnectConfig(ctx, plain); err == nil {
+		_ = conn.Close(ctx)
+		t.Error("a plaintext login was accepted")
+	} else if !strings.Contains(err.Error(), "no encryption") {
+		t.Errorf("plaintext: %v, want refused by pg_hba.conf (no encryption)", err)
+	}
+
+	// The app Secret in a member that does not run the primary, as an application there reads it.
+	var other string
+	for _, s := range d.Status.Placements {
+		if s.Cluster != d.Status.Primary.Cluster {
+			other = s.Cluster
+			break
+		}
+	}
+	app := &corev1.Secret{}
+	if err := fed.clusters[other].Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.Name + "-app"}, app); err != nil {
+		t.Fatalf("the app Secret in %s: %v", other, err)
+	}
+	byAddress := login
+	byAddress.ca, byAddress.serverName = app.Data["ca.crt"], host
+	await(t, time.Minute, "verify-full of "+host+" under "+other+"'s ca.crt", func(ctx context.Context) (bool, error) {
+		conn, err := byAddress.connect(ctx, d.Status.Endpoints.ReadWrite, 10*time.Second)
+		if err != nil {
+			t.Logf("verify-full by address: %v", err)
+			return false, nil // the certificate naming the address may not have reached the pod yet
+		}
+		return true, conn.Close(ctx)
+	})
 }
