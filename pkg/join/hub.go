@@ -124,6 +124,14 @@ func AgentRoleRules(cluster string) []rbacv1.PolicyRule {
 			Resources: []string{"events"},
 			Verbs:     []string{"create", "patch"},
 		},
+		{
+			// The agent renews its own token (pkg/agent/hubtoken): a token of its ServiceAccount
+			// only, never of another.
+			APIGroups:     []string{""},
+			Resources:     []string{"serviceaccounts/token"},
+			ResourceNames: []string{AgentName},
+			Verbs:         []string{"create"},
+		},
 	}
 }
 

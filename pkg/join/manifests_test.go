@@ -84,6 +84,7 @@ func TestRulesAreExact(t *testing.T) {
 			"dbfleet.io memberclusterreports [east] get,update,patch",
 			"dbfleet.io memberclusterreports [] create",
 			",events.k8s.io events [] create,patch",
+			" serviceaccounts/token [dbfleet-agent] create",
 		}},
 		{"member ClusterRole", AgentMemberRules(), []string{
 			"apps statefulsets [] get,list,watch,create,update,patch,delete",

@@ -132,6 +132,7 @@ func agentDeployment(s AgentSettings, labels func() map[string]string) *appsv1.D
 						Image: s.Image,
 						Args: []string{
 							"--hub-kubeconfig=" + HubKubeconfigMountPath + "/" + KubeconfigKey,
+							"--hub-kubeconfig-secret=" + SystemNamespace + "/" + HubKubeconfigSecret,
 							"--cluster-name=" + s.Cluster,
 							"--heartbeat-interval=" + s.HeartbeatInterval,
 							"--fence-after=" + s.FenceAfter,

@@ -51,7 +51,10 @@ type Options struct {
 const (
 	DefaultHeartbeatInterval = 5 * time.Second
 	DefaultFenceAfter        = 15 * time.Second
-	DefaultTokenExpiration   = 8760 * time.Hour // one year
+	// DefaultTokenExpiration is the lifetime of the agent's hub token; the agent renews it
+	// half-way through (pkg/agent/hubtoken), so an agent down for longer than half of it
+	// (3.5 days) still comes back, and one down for longer than all of it is joined again.
+	DefaultTokenExpiration = 7 * 24 * time.Hour
 	// MinTokenExpiration is the shortest lifetime the TokenRequest API accepts.
 	MinTokenExpiration = 10 * time.Minute
 )

@@ -5,12 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,6 +31,7 @@ import (
 	"github.com/dbfleet/dbfleet/pkg/agent"
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
 	"github.com/dbfleet/dbfleet/pkg/agent/heartbeat"
+	"github.com/dbfleet/dbfleet/pkg/agent/hubtoken"
 	"github.com/dbfleet/dbfleet/pkg/agent/member"
 	"github.com/dbfleet/dbfleet/pkg/options"
 	"github.com/dbfleet/dbfleet/pkg/scheme"
@@ -38,13 +44,16 @@ var version = "dev"
 type agentOptions struct {
 	manager *options.Manager
 
-	hubKubeconfig     string
-	clusterName       string
-	heartbeatInterval time.Duration
-	fenceAfter        time.Duration
-	instanceImage     string
-	primaryLostAfter  time.Duration
-	clockOffset       time.Duration
+	hubKubeconfig string
+	// hubKubeconfigSecret is namespace/name of the member Secret the kubeconfig is mounted from,
+	// where a renewed hub token is saved (empty: nowhere).
+	hubKubeconfigSecret string
+	clusterName         string
+	heartbeatInterval   time.Duration
+	fenceAfter          time.Duration
+	instanceImage       string
+	primaryLostAfter    time.Duration
+	clockOffset         time.Duration
 	// memberQPS and memberBurst bound the requests to the member API server; the manager's
 	// --kube-api-qps and --kube-api-burst, those to the hub.
 	memberQPS   float32
@@ -69,6 +78,8 @@ func (o *agentOptions) addFlags(fs *pflag.FlagSet) {
 	o.manager.AddFlags(fs)
 	fs.StringVar(&o.hubKubeconfig, "hub-kubeconfig", o.hubKubeconfig,
 		"Path to the kubeconfig that reaches the hub with this cluster's join credentials (required).")
+	fs.StringVar(&o.hubKubeconfigSecret, "hub-kubeconfig-secret", o.hubKubeconfigSecret,
+		"NAMESPACE/NAME of the member Secret (key \"kubeconfig\") that --hub-kubeconfig is mounted from: the agent renews its hub token half-way through its life and saves the new one there, so a restarted agent starts with it. Empty: renewed tokens are kept in memory only.")
 	fs.StringVar(&o.clusterName, "cluster-name", o.clusterName,
 		"Name of this cluster's MemberCluster on the hub (required).")
 	fs.DurationVar(&o.heartbeatInterval, "heartbeat-interval", o.heartbeatInterval,
@@ -91,6 +102,11 @@ func (o *agentOptions) validate() error {
 	errs := []error{o.manager.Validate()}
 	if o.hubKubeconfig == "" {
 		errs = append(errs, errors.New("--hub-kubeconfig is required"))
+	}
+	if o.hubKubeconfigSecret != "" {
+		if ns, name, ok := strings.Cut(o.hubKubeconfigSecret, "/"); !ok || ns == "" || name == "" {
+			errs = append(errs, fmt.Errorf("--hub-kubeconfig-secret must be NAMESPACE/NAME, got %q", o.hubKubeconfigSecret))
+		}
 	}
 	if o.clusterName == "" {
 		errs = append(errs, errors.New("--cluster-name is required"))
@@ -186,15 +202,21 @@ func run(ctx context.Context, o *agentOptions) error {
 	}
 	// --kube-api-qps and --kube-api-burst bound the agent's requests to both API servers.
 	hubCfg.QPS, hubCfg.Burst = o.manager.KubeAPIQPS, o.manager.KubeAPIBurst
-	if err := waitForHub(ctrl.LoggerInto(ctx, log), hubCfg, o.manager.HealthProbeBindAddress, o.manager.MetricsBindAddress); err != nil {
+	// Every hub client takes the token in use at each request, which the renewer replaces.
+	hubToken := &hubtoken.Source{}
+	renewing := false
+	if cfg := hubToken.Config(hubCfg); cfg != nil {
+		hubCfg, renewing = cfg, true
+	}
+	memberCfg, err := o.memberRESTConfig()
+	if err != nil {
+		return err
+	}
+	if err := waitForHub(ctrl.LoggerInto(ctx, log), hubCfg, memberCfg, o.manager.HealthProbeBindAddress, o.manager.MetricsBindAddress); err != nil {
 		if ctx.Err() != nil {
 			log.Info("Stopped before the hub could be reached")
 			return nil
 		}
-		return err
-	}
-	memberCfg, err := o.memberRESTConfig()
-	if err != nil {
 		return err
 	}
 	memberCluster, err := cluster.New(memberCfg, func(co *cluster.Options) { co.Scheme = runtimeScheme })
@@ -225,6 +247,15 @@ func run(ctx context.Context, o *agentOptions) error {
 	}); err != nil {
 		return err
 	}
+	if renewing {
+		renewer, err := o.hubTokenRenewer(hubToken, hubCfg, memberCfg, runtimeScheme, log)
+		if err != nil {
+			return err
+		}
+		if err := local.Add(renewer); err != nil {
+			return err
+		}
+	}
 	if err := local.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
@@ -241,4 +272,26 @@ func run(ctx context.Context, o *agentOptions) error {
 		return fmt.Errorf("agent stopped: %w", err)
 	}
 	return nil
+}
+
+// hubTokenRenewer renews the hub token and saves it into --hub-kubeconfig-secret.
+func (o *agentOptions) hubTokenRenewer(source *hubtoken.Source, hubCfg, memberCfg *rest.Config, s *runtime.Scheme, log logr.Logger) (*hubtoken.Renewer, error) {
+	hub, err := kubernetes.NewForConfig(hubCfg)
+	if err != nil {
+		return nil, err
+	}
+	r := &hubtoken.Renewer{Source: source, Hub: hub, Log: log.WithName("hub-token")}
+	if o.hubKubeconfigSecret == "" {
+		return r, nil
+	}
+	if r.Kubeconfig, err = os.ReadFile(o.hubKubeconfig); err != nil {
+		return nil, fmt.Errorf("read --hub-kubeconfig: %w", err)
+	}
+	// Not the member cluster's cache: one Secret, read and written once a token lifetime.
+	if r.Member, err = client.New(memberCfg, client.Options{Scheme: s}); err != nil {
+		return nil, err
+	}
+	ns, name, _ := strings.Cut(o.hubKubeconfigSecret, "/")
+	r.Secret, r.Key = types.NamespacedName{Namespace: ns, Name: name}, "kubeconfig"
+	return r, nil
 }

@@ -38,19 +38,28 @@ func init() {
 // hubBackoff spaces the attempts to reach the hub: from 1 s, doubling, up to 10 s apart.
 var hubBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 10 * time.Second}
 
-// waitForHub returns once the hub serves the dbfleet API to the agent's credential, trying again
-// with backoff for as long as it does not (the hub may come up after the agent, or be cut off
-// for a while): without the hub the agent's manager cannot map its kinds and would exit at once.
+// waitForHub returns once the hub serves the dbfleet API to the agent's credential and the
+// member cluster's API server answers discovery, trying again with backoff for as long as either
+// does not (the hub may come up after the agent, or be cut off for a while; the member's API
+// server may be restarting with its whole cluster): without them the agent's manager cannot map
+// its kinds and would exit at once.
 // Meanwhile /healthz answers ok (the process is fine, restarting it would not help), /readyz
 // says what fails, and /metrics has dbfleet_agent_hub_reachable at 0, on the addresses the
 // manager takes over afterwards. It returns early only when ctx ends, with ctx's error.
-func waitForHub(ctx context.Context, hubCfg *rest.Config, probeAddr, metricsAddr string) error {
+func waitForHub(ctx context.Context, hubCfg, memberCfg *rest.Config, probeAddr, metricsAddr string) error {
 	log := ctrl.LoggerFrom(ctx)
-	cfg := rest.CopyConfig(hubCfg)
-	cfg.Timeout = hubBackoff.Cap // a hub that does not answer must not hold up the next try for long
-	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	discoveryFor := func(c *rest.Config) (*discovery.DiscoveryClient, error) {
+		c = rest.CopyConfig(c)
+		c.Timeout = hubBackoff.Cap // a server that does not answer must not hold up the next try for long
+		return discovery.NewDiscoveryClientForConfig(c)
+	}
+	disco, err := discoveryFor(hubCfg)
 	if err != nil {
 		return fmt.Errorf("hub discovery client: %w", err)
+	}
+	memberDisco, err := discoveryFor(memberCfg)
+	if err != nil {
+		return fmt.Errorf("member discovery client: %w", err)
 	}
 	check := func() error {
 		_, err := disco.ServerResourcesForGroupVersion(dbfleetv1alpha1.GroupVersion.String())
@@ -59,6 +68,9 @@ func waitForHub(ctx context.Context, hubCfg *rest.Config, probeAddr, metricsAddr
 			return fmt.Errorf("the hub at %s does not serve %s to this agent: %w", hubCfg.Host, dbfleetv1alpha1.GroupVersion, err)
 		}
 		hubAttempts.WithLabelValues("ok").Inc()
+		if _, err := memberDisco.ServerGroups(); err != nil {
+			return fmt.Errorf("the member cluster's API server at %s does not answer discovery: %w", memberCfg.Host, err)
+		}
 		return nil
 	}
 	err = check()
@@ -109,7 +121,7 @@ func serveWhileWaiting(probeAddr, metricsAddr string, status func() error) (stop
 	probes.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprint(w, "ok") })
 	probes.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = fmt.Fprintf(w, "waiting for the hub: %v\n", status())
+		_, _ = fmt.Fprintf(w, "waiting for the hub and the member cluster's API server: %v\n", status())
 	})
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))

@@ -56,10 +56,12 @@ func writeKubeconfig(t *testing.T, dir, name string, kubeconfig []byte, server s
 	return path
 }
 
-// TestAgentWaitsForTheHub starts the agent binary while its hub cannot be reached (behind a
-// partitioned proxy): it must not exit, its readiness probe must say it waits for the hub and
-// its metrics that the hub is not reachable; once the hub is reachable it starts renewing its
-// Lease and becomes ready. (It used to exit at once: "failed to get restmapping".)
+// TestAgentWaitsForTheHub starts the agent binary while neither its hub nor its member cluster's
+// API server can be reached (behind partitioned proxies): it must not exit, its readiness probe
+// must say it waits for the hub and its metrics that the hub is not reachable; with the hub back
+// it goes on waiting for its member's API server (as after a whole member restarted) and says
+// so; once both are reachable it starts renewing its Lease and becomes ready. (It used to exit at
+// once: "failed to get restmapping", and for the member "failed to get server groups".)
 func TestAgentWaitsForTheHub(t *testing.T) {
 	const cluster = "latecomer"
 	ctx := context.Background()
@@ -77,6 +79,16 @@ func TestAgentWaitsForTheHub(t *testing.T) {
 	}
 	t.Cleanup(proxy.Close)
 	proxy.Partition()
+	memberURL, err := url.Parse(east.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	memberProxy, err := framework.StartProxy(memberURL.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(memberProxy.Close)
+	memberProxy.Partition()
 
 	hubKubeconfig, err := hub.Kubeconfig("agent-"+cluster, "system:masters")
 	if err != nil {
@@ -96,7 +108,7 @@ func TestAgentWaitsForTheHub(t *testing.T) {
 	var logs bytes.Buffer
 	cmd := exec.Command(filepath.Join(dir, "agent"),
 		"--hub-kubeconfig", writeKubeconfig(t, dir, "hub.kubeconfig", hubKubeconfig, "https://"+proxy.Addr()),
-		"--kubeconfig", writeKubeconfig(t, dir, "member.kubeconfig", memberKubeconfig, ""),
+		"--kubeconfig", writeKubeconfig(t, dir, "member.kubeconfig", memberKubeconfig, "https://"+memberProxy.Addr()),
 		"--cluster-name", cluster, "--heartbeat-interval", "1s", "--fence-after", "5s",
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort))
@@ -157,8 +169,21 @@ func TestAgentWaitsForTheHub(t *testing.T) {
 		t.Errorf("/healthz while waiting for the hub: %d, %v; want 200 (restarting would not help)", code, err)
 	}
 
-	// The hub becomes reachable: the agent starts, renews its Lease and becomes ready.
+	// The hub becomes reachable, its member's API server not yet: the agent still waits, and says
+	// for what.
 	proxy.Heal()
+	err = framework.WaitFor(ctx, framework.DefaultTimeout, "the agent reporting it waits for its member's API server", func(context.Context) (bool, error) {
+		alive()
+		code, body, err := get(probePort, "/readyz")
+		return err == nil && code != http.StatusOK && strings.Contains(body, "member cluster's API server at"), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The member's API server becomes reachable: the agent starts, renews its Lease and becomes
+	// ready.
+	memberProxy.Heal()
 	err = framework.WaitFor(ctx, framework.DefaultTimeout, "the agent's Lease renewed and the agent ready", func(ctx context.Context) (bool, error) {
 		alive()
 		lease := &coordinationv1.Lease{}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dbfleet/dbfleet/pkg/join"
 	"github.com/dbfleet/dbfleet/test/framework"
 )
 
@@ -138,4 +139,20 @@ func checkAgentScope(ctx context.Context, t *testing.T, member *framework.Enviro
 	}
 	refusedByPolicy(t, "set externalIPs on a Service", asAgent.Create(ctx, &corev1.Service{ObjectMeta: objMeta("shop", "orders-rw", ours()),
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 5432}}, ExternalIPs: []string{"10.0.0.9"}}}))
+
+	// Its own kubeconfig Secret, where it saves its renewed hub token: updated, never deleted;
+	// no other Secret of dbfleet-system.
+	own := &corev1.Secret{}
+	if err := member.Client.Get(ctx, client.ObjectKey{Namespace: join.SystemNamespace, Name: join.HubKubeconfigSecret}, own); err != nil {
+		t.Fatal(err)
+	}
+	own.Data[join.KubeconfigKey] = append(own.Data[join.KubeconfigKey], '\n')
+	allowed(t, "save a renewed hub token into its kubeconfig Secret", asAgent.Update(ctx, own))
+	refusedByPolicy(t, "delete its kubeconfig Secret", asAgent.Delete(ctx, own))
+	other := &corev1.Secret{ObjectMeta: objMeta(join.SystemNamespace, "dbfleet-other", ours()), StringData: map[string]string{"k": "v"}}
+	if err := member.Client.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	other.StringData = map[string]string{"k": "w"}
+	refusedByPolicy(t, "update another Secret of "+join.SystemNamespace, asAgent.Update(ctx, other))
 }

@@ -58,7 +58,7 @@ func checkDeployment(t *testing.T, obj *unstructured.Unstructured) {
 		t.Fatalf("%d containers, want 1", len(pod.Containers))
 	}
 	c := pod.Containers[0]
-	wantArgs := []string{"--hub-kubeconfig=/etc/dbfleet/hub/kubeconfig", "--cluster-name=east", "--heartbeat-interval=2s", "--fence-after=9s"}
+	wantArgs := []string{"--hub-kubeconfig=/etc/dbfleet/hub/kubeconfig", "--hub-kubeconfig-secret=dbfleet-system/dbfleet-agent-hub-kubeconfig", "--cluster-name=east", "--heartbeat-interval=2s", "--fence-after=9s"}
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("args %q, want %q", c.Args, wantArgs)
 	}
