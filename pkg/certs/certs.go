@@ -126,7 +126,18 @@ func Problem(leaf Pair, caPEM []byte, req Request, now time.Time) string {
 	if req.Usage == Client {
 		usage = x509.ExtKeyUsageClientAuth
 	}
-	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+	// The certificates after the leaf are its chain (an intermediate CA's).
+	intermediates := x509.NewCertPool()
+	for rest := leaf.Cert; ; {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			break
+		}
+		if c, err := x509.ParseCertificate(block.Bytes); err == nil && !c.Equal(cert) {
+			intermediates.AddCert(c)
+		}
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, Intermediates: intermediates, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
 		return "not valid under the CA: " + err.Error()
 	}
 	if cert.Subject.CommonName != req.CommonName {

@@ -1,6 +1,10 @@
 package certs
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
 	"strings"
 	"testing"
 	"time"
@@ -42,4 +46,55 @@ func TestIssuedCertificatesVerifyAndAgeOut(t *testing.T) {
 	if err := CheckCA(Pair{Cert: ca.Cert, Key: leaf.Key}); err == nil {
 		t.Fatal("a CA with another key passed")
 	}
+}
+
+// A CA that is an intermediate: its leaves carry it as their chain and verify under the root.
+func TestLeavesOfAnIntermediateVerifyUnderTheRoot(t *testing.T) {
+	now := time.Now()
+	root := caFor(t, "root", nil)
+	mid := caFor(t, "intermediate", &root)
+	req := Request{CommonName: "db", Hosts: []string{"db-rw"}, Usage: Server}
+	leaf, err := Issue(mid, req, now, LeafValidity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := Problem(leaf, root.Cert, req, now); p == "" {
+		t.Fatal("a leaf without its chain verified under the root")
+	}
+	leaf.Cert = append(leaf.Cert, mid.Cert...)
+	if p := Problem(leaf, root.Cert, req, now); p != "" {
+		t.Fatalf("a leaf with its chain: %s", p)
+	}
+}
+
+// caFor makes a CA signed by parent (nil: by itself) that may sign further CAs, as users' roots do.
+func caFor(t *testing.T, name string, parent *Pair) Pair {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := template(name, time.Now(), CAValidity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
+	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature
+	signer, signerKey := tmpl, any(key)
+	if parent != nil {
+		cert, k, err := parsePair(*parent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		signer, signerKey = cert, k
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, key.Public(), signerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := encode(der, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pair
 }
