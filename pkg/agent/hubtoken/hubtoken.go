@@ -29,7 +29,7 @@ const retryEvery = 30 * time.Second
 type Claims struct {
 	// Namespace and ServiceAccount the token belongs to.
 	Namespace, ServiceAccount string
-	IssuedAt, Expires       time.Time
+	IssuedAt, Expires         time.Time
 }
 
 // ParseClaims reads a service account token's subject and lifetime.
