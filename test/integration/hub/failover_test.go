@@ -84,10 +84,10 @@ func TestPrimaryFailoverWaitsForFencingThenPromotes(t *testing.T) {
 	f.loseCluster(old, 2)
 	f.waitDatabase("orders", "waiting for fencing", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
 		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, dbfleetv1alpha1.ReasonWaitingForFencing) &&
-			d.Status.Primary.Cluster == old
+			primary(d).Cluster == old
 	})
 	promoted := f.waitDatabase("orders", "promoted", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return d.Status.Primary.Cluster == survivor
+		return primary(d).Cluster == survivor
 	})
 	took := time.Since(lost)
 	t.Logf("promoted %s at epoch %d, %s after the cluster was lost", survivor, promoted.Status.Primary.Epoch, took.Round(100*time.Millisecond))
@@ -155,7 +155,7 @@ func TestFencedPrimaryIsRepromotedWithAHigherEpoch(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitDatabase("orders", "epoch 2 on the same cluster", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return d.Status.Primary.Cluster == a && d.Status.Primary.Epoch == 2
+		return primary(d).Cluster == a && primary(d).Epoch == 2
 	})
 	err := f.c.Get(f.ctx, client.ObjectKeyFromObject(mdbs[a]), fresh)
 	if err != nil || fresh.Spec.Epoch != 2 || fresh.Spec.Role != dbfleetv1alpha1.RolePrimary {
@@ -210,7 +210,7 @@ func TestPlannedMoveDemotesBeforePromoting(t *testing.T) {
 	// The old cluster's agent confirms: now the other cluster is promoted at epoch 2.
 	f.reportAsAgent(oldMDB, oldMDB.Spec.Replicas, true)
 	moved := f.waitDatabase("orders", "promoted after the demotion", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return d.Status.Primary.Cluster == next
+		return primary(d).Cluster == next
 	})
 	if moved.Status.Primary.Epoch != 2 {
 		t.Errorf("epoch %d, want 2", moved.Status.Primary.Epoch)
@@ -240,7 +240,7 @@ func TestSwitchoverByPreference(t *testing.T) {
 	})
 	f.waitDatabase("orders", "demoting", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
 		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, dbfleetv1alpha1.ReasonDemoting) &&
-			d.Status.Primary.Cluster == old
+			primary(d).Cluster == old
 	})
 	var oldMDB *dbfleetv1alpha1.MemberDatabase
 	if err := framework.WaitFor(f.ctx, framework.DefaultTimeout, "old primary demoted", func(context.Context) (bool, error) {
@@ -251,7 +251,7 @@ func TestSwitchoverByPreference(t *testing.T) {
 	}
 	f.reportAsAgent(oldMDB, oldMDB.Spec.Replicas, true)
 	moved := f.waitDatabase("orders", "switched over", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return d.Status.Primary.Cluster == next && d.Status.Primary.Epoch == 2 && d.Status.Primary.Preferred == next
+		return primary(d).Cluster == next && primary(d).Epoch == 2 && primary(d).Preferred == next
 	})
 	if len(moved.Status.Placements) != 2 {
 		t.Errorf("a switchover moved replicas: %v", shares(moved))
@@ -279,7 +279,7 @@ func TestPrimaryStaysUntilEviction(t *testing.T) {
 		t.Fatalf("primary moved before the eviction: %+v", held.Status.Primary)
 	}
 	moved := f.waitDatabase("orders", "promoted after the eviction", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return d.Status.Primary.Cluster != old
+		return primary(d).Cluster != old
 	})
 	if took := time.Since(lost); took < toleration*time.Second {
 		t.Errorf("primary moved %s after the loss, before the %ds toleration", took, toleration)
@@ -335,8 +335,8 @@ func TestFailoverCanceledWhenThePrimaryClusterReturns(t *testing.T) {
 	back := f.waitDatabase("orders", "failover canceled, the primary working on its cluster", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
 		mdb := f.memberDatabases("orders")[old.Cluster]
 		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionFalse, dbfleetv1alpha1.ReasonFailoverCanceled) &&
-			d.Status.Primary.Cluster == old.Cluster && mdb != nil &&
-			mdb.Spec.Role == dbfleetv1alpha1.RolePrimary && mdb.Spec.Epoch == d.Status.Primary.Epoch
+			primary(d).Cluster == old.Cluster && mdb != nil &&
+			mdb.Spec.Role == dbfleetv1alpha1.RolePrimary && mdb.Spec.Epoch == primary(d).Epoch
 	})
 	if p := back.Status.Primary; p.Epoch < old.Epoch {
 		t.Errorf("primary %+v, epoch went back from %d", p, old.Epoch)
@@ -381,7 +381,7 @@ func TestAnAbandonedDemotionPromotesTheOldPrimaryAgain(t *testing.T) {
 	setClusters(nil)
 	back := f.waitDatabase("orders", "promoted again on "+old.Cluster, func(d *dbfleetv1alpha1.DatabaseCluster) bool {
 		return hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionFalse, dbfleetv1alpha1.ReasonFailoverCanceled) &&
-			d.Status.Primary.Cluster == old.Cluster && d.Status.Primary.Epoch > old.Epoch+1
+			primary(d).Cluster == old.Cluster && primary(d).Epoch > old.Epoch+1
 	})
 	var mdb *dbfleetv1alpha1.MemberDatabase
 	if err := framework.WaitFor(f.ctx, framework.DefaultTimeout, "old primary's share primary at the new epoch", func(context.Context) (bool, error) {
@@ -426,7 +426,7 @@ func TestAStuckDemotionDoesNotShortenTheFencingWait(t *testing.T) {
 
 	lost := time.Now()
 	f.loseCluster(old, fenceAfter)
-	moved := f.waitDatabase("orders", "promoted", func(d *dbfleetv1alpha1.DatabaseCluster) bool { return d.Status.Primary.Cluster == next })
+	moved := f.waitDatabase("orders", "promoted", func(d *dbfleetv1alpha1.DatabaseCluster) bool { return primary(d).Cluster == next })
 	if took := time.Since(lost); took < need {
 		t.Errorf("promoted %s after the old primary's cluster was lost, before its fenceAfter + margin (%s)", took, need)
 	}
@@ -489,7 +489,7 @@ func TestSwitchoverToAClusterWithoutAReplicaWaitsForOne(t *testing.T) {
 	}
 	f.reportAsAgent(oldMDB, oldMDB.Spec.Replicas, true)
 	f.waitDatabase("orders", "switched over to "+c, func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return d.Status.Primary.Cluster == c && d.Status.Primary.Preferred == c && d.Status.Primary.Epoch == old.Epoch+1
+		return primary(d).Cluster == c && primary(d).Preferred == c && primary(d).Epoch == old.Epoch+1
 	})
 }
 
@@ -527,7 +527,7 @@ func TestFailoverPromotesTheShareFurthestInTheWAL(t *testing.T) {
 
 	f.loseCluster(old, 1)
 	promoted := f.waitDatabase("orders", "promoted", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return d.Status.Primary.Cluster != old
+		return primary(d).Cluster != old
 	})
 	if promoted.Status.Primary.Cluster != ahead {
 		t.Errorf("promoted %s, want %s, whose instance received 0/7000000 of the WAL (%s received 0/5000000)",

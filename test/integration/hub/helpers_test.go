@@ -484,3 +484,12 @@ func clusterPrefix(suite string) string {
 	_, _ = h.Write([]byte(suite))
 	return fmt.Sprintf("%s-%05x", strings.Trim(suite[:min(len(suite), 14)], "-"), h.Sum32()&0xfffff)
 }
+
+// primary is d's status.primary, empty while the hub has not written one (a wait's condition
+// may see the DatabaseCluster before its first status).
+func primary(d *dbfleetv1alpha1.DatabaseCluster) dbfleetv1alpha1.PrimaryStatus {
+	if d.Status.Primary == nil {
+		return dbfleetv1alpha1.PrimaryStatus{}
+	}
+	return *d.Status.Primary
+}

@@ -44,7 +44,7 @@ func TestALostPrimaryPodIsReplacedInItsOwnShare(t *testing.T) {
 	reportPrimaryLost(f, mdbs[old], dbc, standbyAt(sibling, "0/5000100"))
 
 	got := f.waitDatabase("orders", "a new primary pod", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return d.Status.Primary.Epoch > epoch
+		return primary(d).Epoch > epoch
 	})
 	if p := got.Status.Primary; p.Cluster != old || p.Pod != sibling || p.Epoch != epoch+1 {
 		t.Fatalf("primary %+v, want %s on %s at epoch %d", *p, sibling, old, epoch+1)
@@ -70,7 +70,7 @@ func TestALostPrimaryPodMovesToAnotherClusterAhead(t *testing.T) {
 	reportPrimaryLost(f, mdbs[old], dbc, standbyAt(sibling, "0/5000000"))
 
 	got := f.waitDatabase("orders", "the primary moved", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return d.Status.Primary.Epoch > epoch
+		return primary(d).Epoch > epoch
 	})
 	if p := got.Status.Primary; p.Cluster != survivor || p.Pod != high || p.Epoch != epoch+1 {
 		t.Fatalf("primary %+v, want %s on %s at epoch %d", *p, high, survivor, epoch+1)

@@ -67,7 +67,7 @@ func TestFailoverPromotesTheSharesMostAdvancedPod(t *testing.T) {
 
 	f.loseCluster(old, 1)
 	promoted := f.waitDatabase("orders", "promoted", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return d.Status.Primary.Cluster == survivor
+		return primary(d).Cluster == survivor
 	})
 	if promoted.Status.Primary.Pod != high {
 		t.Errorf("primary pod %q, want %s, whose instance received 0/7000000 (%s received 0/5000000)", promoted.Status.Primary.Pod, high, low)
@@ -137,7 +137,7 @@ func TestRequiredFailoverPromotesTheQuorumMemberAheadInsideTheShare(t *testing.T
 
 	f.loseCluster(old, 1)
 	promoted := f.waitDatabase("orders", "promoted", func(d *dbfleetv1alpha1.DatabaseCluster) bool {
-		return d.Status.Primary.Cluster == survivor ||
+		return primary(d).Cluster == survivor ||
 			hasCondition(d, dbfleetv1alpha1.ConditionFailoverInProgress, metav1.ConditionTrue, dbfleetv1alpha1.ReasonWaitingForSynchronousStandby)
 	})
 	if promoted.Status.Primary.Cluster != survivor || promoted.Status.Primary.Pod != high {
