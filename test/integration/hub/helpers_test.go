@@ -97,33 +97,36 @@ func (f *fixture) removeMembers() {
 // gone from its member cluster. Here that happens at once, except on clusters made silent.
 func (f *fixture) cleanUpAsAgents(ctx context.Context) {
 	for {
-		f.mu.Lock()
-		var clusters []string
-		for _, c := range f.clusters {
-			if !f.silent[c] {
-				clusters = append(clusters, c)
-			}
-		}
-		f.mu.Unlock()
-		for _, cluster := range clusters {
-			list := &dbfleetv1alpha1.MemberDatabaseList{}
-			if err := f.c.List(ctx, list, client.InNamespace(dbfleetv1alpha1.MemberNamespace(cluster))); err != nil {
-				continue
-			}
-			for i := range list.Items {
-				mdb := &list.Items[i]
-				if mdb.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(mdb, dbfleetv1alpha1.MemberDatabaseFinalizer) {
-					continue
-				}
-				patched := mdb.DeepCopy()
-				controllerutil.RemoveFinalizer(patched, dbfleetv1alpha1.MemberDatabaseFinalizer)
-				_ = f.c.Patch(ctx, patched, client.MergeFromWithOptions(mdb, client.MergeFromWithOptimisticLock{}))
-			}
-		}
+		f.cleanUpPass(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// cleanUpPass is one pass of cleanUpAsAgents. It holds f.mu throughout, so that silence returns
+// only once no pass that began before it can still confirm a cleanup for the silenced cluster.
+func (f *fixture) cleanUpPass(ctx context.Context) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, cluster := range f.clusters {
+		if f.silent[cluster] {
+			continue
+		}
+		list := &dbfleetv1alpha1.MemberDatabaseList{}
+		if err := f.c.List(ctx, list, client.InNamespace(dbfleetv1alpha1.MemberNamespace(cluster))); err != nil {
+			continue
+		}
+		for i := range list.Items {
+			mdb := &list.Items[i]
+			if mdb.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(mdb, dbfleetv1alpha1.MemberDatabaseFinalizer) {
+				continue
+			}
+			patched := mdb.DeepCopy()
+			controllerutil.RemoveFinalizer(patched, dbfleetv1alpha1.MemberDatabaseFinalizer)
+			_ = f.c.Patch(ctx, patched, client.MergeFromWithOptions(mdb, client.MergeFromWithOptimisticLock{}))
 		}
 	}
 }
