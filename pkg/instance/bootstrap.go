@@ -50,7 +50,7 @@ func (m *Manager) bootstrap(ctx context.Context, d decide.Decision) error {
 
 // clone copies the primary into the (empty) data directory.
 func (m *Manager) clone(ctx context.Context, d decide.Decision) error {
-	up, _, err := m.reach(d.PrimaryEndpoint)
+	up, err := m.reach(d.PrimaryEndpoint)
 	if err != nil {
 		return err
 	}
@@ -91,7 +91,7 @@ func (m *Manager) checkSystemIdentifier(ctx context.Context, endpoint string) er
 	if last.endpoint == endpoint && time.Since(last.at) < mismatchRecheck {
 		return last.err
 	}
-	up, tlsConfig, err := m.reach(endpoint)
+	up, tlsConfig, err := m.reachTLS(endpoint)
 	if err != nil {
 		return err
 	}

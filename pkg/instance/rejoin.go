@@ -36,7 +36,7 @@ func (m *Manager) rejoin(ctx context.Context, d decide.Decision) (bool, error) {
 	if d.PrimaryEndpoint == "" || st.PromotedEpoch <= st.RejoinedEpoch {
 		return false, nil
 	}
-	up, tlsConfig, err := m.reach(d.PrimaryEndpoint)
+	up, tlsConfig, err := m.reachTLS(d.PrimaryEndpoint)
 	if err != nil {
 		return false, err
 	}

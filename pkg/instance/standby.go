@@ -49,7 +49,7 @@ func (m *Manager) standbyConf(endpoint string) (pgconf.Standby, error) {
 	if endpoint == "" {
 		return pgconf.Standby{}, nil
 	}
-	up, _, err := m.reach(endpoint)
+	up, err := m.reach(endpoint)
 	if err != nil {
 		return pgconf.Standby{}, err
 	}
@@ -57,19 +57,24 @@ func (m *Manager) standbyConf(endpoint string) (pgconf.Standby, error) {
 		ApplicationName: m.opts.PodName, SlotName: pgconf.SlotName(m.opts.PodName)}, nil
 }
 
-// reach is how this instance reaches endpoint (host:port, a primary's) over TLS: for libpq
-// (the walreceiver, pg_basebackup, pg_rewind: the files beside the data directory) and for its
-// own connections (a TLS configuration from the same material).
-func (m *Manager) reach(endpoint string) (pgconf.Upstream, *tls.Config, error) {
+// reach is how this instance reaches endpoint (host:port, a primary's) over TLS with libpq (the
+// walreceiver, pg_basebackup, pg_rewind: the files beside the data directory).
+func (m *Manager) reach(endpoint string) (pgconf.Upstream, error) {
 	host, port, err := net.SplitHostPort(endpoint)
 	if err != nil {
-		return pgconf.Upstream{}, nil, fmt.Errorf("primary endpoint %q: %w", endpoint, err)
+		return pgconf.Upstream{}, fmt.Errorf("primary endpoint %q: %w", endpoint, err)
 	}
-	up := pgconf.Upstream{Host: host, Port: port, ServerName: contract.TLSServerName(m.opts.Database, m.opts.Namespace), TLS: pgconf.TLSPaths(m.dataDir)}
-	t := m.credentials().tls
-	tlsConfig, err := pgsql.ClientTLS(up.HostName(), []byte(t.CACert), []byte(t.ClientCert), []byte(t.ClientKey))
+	return pgconf.Upstream{Host: host, Port: port, ServerName: contract.TLSServerName(m.opts.Database, m.opts.Namespace), TLS: pgconf.TLSPaths(m.dataDir)}, nil
+}
+
+// reachTLS is reach with the TLS configuration of the manager's own connections to endpoint,
+// from the same material (parsed here: only the callers that connect themselves need it).
+func (m *Manager) reachTLS(endpoint string) (pgconf.Upstream, *tls.Config, error) {
+	up, err := m.reach(endpoint)
 	if err != nil {
 		return up, nil, err
 	}
-	return up, tlsConfig, nil
+	t := m.credentials().tls
+	tlsConfig, err := pgsql.ClientTLS(up.HostName(), []byte(t.CACert), []byte(t.ClientCert), []byte(t.ClientKey))
+	return up, tlsConfig, err
 }

@@ -36,7 +36,7 @@ func (m *Manager) checkUpstream(ctx context.Context, running contract.Role, stre
 		return
 	}
 	check := upstreamCheck{endpoint: endpoint, at: time.Now()}
-	up, tlsConfig, err := m.reach(endpoint)
+	up, tlsConfig, err := m.reachTLS(endpoint)
 	if err != nil {
 		check.err = err
 	} else {

@@ -280,6 +280,10 @@ func (r *Reconciler) carry(ctx context.Context, namespace, name string, sources 
 		s := &existing.Items[i]
 		have[client.ObjectKeyFromObject(s)] = s
 	}
+	var caCert []byte
+	if tls := sources[dbfleetv1alpha1.CredentialsTLS]; tls != nil {
+		caCert = tls.Data[contract.SecretKeyCACert]
+	}
 	want := map[types.NamespacedName]bool{}
 	for i := range shares {
 		mdb := &shares[i]
@@ -289,10 +293,6 @@ func (r *Reconciler) carry(ctx context.Context, namespace, name string, sources 
 			source := sources[kind]
 			if source == nil {
 				continue
-			}
-			var caCert []byte
-			if tls := sources[dbfleetv1alpha1.CredentialsTLS]; tls != nil {
-				caCert = tls.Data[contract.SecretKeyCACert]
 			}
 			desired := carriedSecret(dbcRef(namespace, name), kind, source, caCert, mdb)
 			if err := r.writeCopy(ctx, have[key], desired); err != nil {
