@@ -35,14 +35,26 @@ const (
 
 // The keys of a database's TLS Secret (<db>-tls), cert-manager's names for the first three: the
 // instances' server certificate and key, the CA that signs everything of the database (which the
-// <db>-app Secret carries too, for clients), and the replication role's client certificate.
+// <db>-app Secret carries too, for clients), the replication role's client certificate, and the
+// client certificate with which the agent reads the instances' /status (StatusClientName; the
+// instances' pods do not mount it).
 const (
-	SecretKeyTLSCert         = "tls.crt"
-	SecretKeyTLSKey          = "tls.key"
-	SecretKeyCACert          = "ca.crt"
-	SecretKeyReplicationCert = "replication.crt"
-	SecretKeyReplicationKey  = "replication.key"
+	SecretKeyTLSCert          = "tls.crt"
+	SecretKeyTLSKey           = "tls.key"
+	SecretKeyCACert           = "ca.crt"
+	SecretKeyReplicationCert  = "replication.crt"
+	SecretKeyReplicationKey   = "replication.key"
+	SecretKeyStatusClientCert = "agent.crt"
+	SecretKeyStatusClientKey  = "agent.key"
 )
+
+// InstanceTLSKeys are the keys of <db>-tls an instance's pod mounts: all but the agent's.
+var InstanceTLSKeys = []string{SecretKeyTLSCert, SecretKeyTLSKey, SecretKeyCACert, SecretKeyReplicationCert, SecretKeyReplicationKey}
+
+// StatusClientName is the common name of the client certificate the agent shows an instance
+// manager's HTTPS port: /status answers only a certificate of the database's CA with this name
+// (the port's /healthz and /readyz answer anyone, for the kubelet's probes).
+const StatusClientName = "dbfleet-agent"
 
 // TLSServerName is the name every instance of a database presents in its server certificate and
 // the name its standbys verify (sslmode=verify-full, host=<this> hostaddr=<the primary's

@@ -2,9 +2,11 @@ package instance
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"strconv"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/instance/decide"
+	"github.com/dbfleet/dbfleet/pkg/instance/pgconf"
 	"github.com/dbfleet/dbfleet/pkg/instance/pgsql"
 )
 
@@ -31,33 +34,50 @@ const (
 	readingBudget = 5 * time.Second
 )
 
-// serve starts the HTTP server: /healthz (the manager runs), /readyz (Status.Ready), /status.
+// serve starts the HTTPS server: /healthz (the manager runs) and /readyz (Status.Ready) for
+// anyone, /status for the agent's client certificate alone (statusCaller). The status says
+// where the primary's Lease stands, which standbys it hears and why it fences: what an attacker
+// on the network would time an attack by.
 func (m *Manager) serve(ctx context.Context) (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc(contract.HealthPath, func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc(contract.ReadyPath, func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc(contract.ReadyPath, func(w http.ResponseWriter, r *http.Request) {
 		st := m.Status()
 		if !st.Ready {
-			http.Error(w, fmt.Sprintf("not ready: %s %s %s", st.Role, st.Reason, st.Message), http.StatusServiceUnavailable)
+			why := fmt.Sprintf("not ready: %s %s", st.Role, st.Reason)
+			if ok, _ := statusCaller(r); ok {
+				why += " " + st.Message // the message may name addresses and errors: /status's readers only
+			}
+			http.Error(w, why, http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc(contract.Path, func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc(contract.Path, func(w http.ResponseWriter, r *http.Request) {
+		if ok, why := statusCaller(r); !ok {
+			http.Error(w, "/status answers only the dbfleet agent's client certificate: "+why, http.StatusForbidden)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		st := m.Status()
 		st.Time = time.Now().UTC().Format(time.RFC3339Nano) // as late as can be: the agent times the answer
 		_ = json.NewEncoder(w).Encode(st)
 	})
+	tlsConfig := &serverTLS{material: func() pgconf.TLS { return m.credentials().tls }}
+	if _, err := tlsConfig.config(nil); err != nil {
+		return nil, fmt.Errorf("serve HTTPS: %w", err)
+	}
 	l, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(m.opts.HTTPPort)))
 	if err != nil {
-		return nil, fmt.Errorf("listen for HTTP on port %d: %w", m.opts.HTTPPort, err)
+		return nil, fmt.Errorf("listen for HTTPS on port %d: %w", m.opts.HTTPPort, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
+		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: tlsConfig.config},
+		ErrorLog:  log.New(serverErrors{m.log}, "", 0)}
 	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.ServeTLS(l, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			m.log.Error(err, "HTTP server stopped")
 		}
 	}()

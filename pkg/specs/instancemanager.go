@@ -28,8 +28,9 @@ const (
 // WithInstanceManager turns a postgres StatefulSet into one whose database container runs
 // dbfleet-instance as PID 1: an init container of image (the agent's) copies the binary into an
 // emptyDir, the container runs it with its settings in the environment, the credentials Secrets
-// are mounted, it serves /status on the "status" port, and readiness is the instance's /readyz
-// (a primary that takes writes, a standby that streams). The pods run as the instance's
+// are mounted, it serves /status on the "status" port over HTTPS (to the agent's client
+// certificate alone), and readiness is the instance's /readyz (a primary that takes writes, a
+// standby that streams; the kubelet probes HTTPS without verifying, as it does). The pods run as the instance's
 // ServiceAccount, never as another (the API refuses spec.template.serviceAccountName).
 func WithInstanceManager(sts *appsv1.StatefulSet, mdb *dbfleetv1alpha1.MemberDatabase, image, cluster string) {
 	db := mdb.Spec.DatabaseRef.Name
@@ -71,8 +72,15 @@ func WithInstanceManager(sts *appsv1.StatefulSet, mdb *dbfleetv1alpha1.MemberDat
 	for _, kind := range dbfleetv1alpha1.CredentialKinds {
 		name := "credentials-" + kind
 		dir := secretsDir + "/" + kind
-		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: dbfleetv1alpha1.CredentialsSecretName(db, kind), DefaultMode: ptr.To[int32](0o440)}}})
+		source := &corev1.SecretVolumeSource{SecretName: dbfleetv1alpha1.CredentialsSecretName(db, kind), DefaultMode: ptr.To[int32](0o440)}
+		if kind == dbfleetv1alpha1.CredentialsTLS {
+			// Not the agent's client certificate: an instance has no business reading another's
+			// /status.
+			for _, key := range contract.InstanceTLSKeys {
+				source.Items = append(source.Items, corev1.KeyToPath{Key: key, Path: key})
+			}
+		}
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: source}})
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: true})
 		env = append(env, corev1.EnvVar{Name: secretDirEnv[kind], Value: dir})
 	}
@@ -80,7 +88,7 @@ func WithInstanceManager(sts *appsv1.StatefulSet, mdb *dbfleetv1alpha1.MemberDat
 	c.Env = append(env, c.Env...)
 	c.Ports = append(c.Ports, corev1.ContainerPort{Name: StatusPortName, ContainerPort: contract.Port})
 	c.ReadinessProbe = &corev1.Probe{
-		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: contract.ReadyPath, Port: intstr.FromString(StatusPortName)}},
+		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: contract.ReadyPath, Port: intstr.FromString(StatusPortName), Scheme: corev1.URISchemeHTTPS}},
 		PeriodSeconds: 2, FailureThreshold: 3, TimeoutSeconds: 3,
 	}
 	// A restart is the worst answer to a busy node: it kills an initdb, a pg_basebackup or a
@@ -89,7 +97,7 @@ func WithInstanceManager(sts *appsv1.StatefulSet, mdb *dbfleetv1alpha1.MemberDat
 	// and none ever Ready. /healthz answers as soon as the manager runs, so it only has to answer
 	// within 5 s, once in a minute.
 	c.LivenessProbe = &corev1.Probe{
-		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: contract.HealthPath, Port: intstr.FromString(StatusPortName)}},
+		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: contract.HealthPath, Port: intstr.FromString(StatusPortName), Scheme: corev1.URISchemeHTTPS}},
 		PeriodSeconds: 10, FailureThreshold: 6, TimeoutSeconds: 5,
 	}
 }

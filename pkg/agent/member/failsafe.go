@@ -2,7 +2,6 @@ package member
 
 import (
 	"context"
-	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,10 +39,7 @@ func (r *Reconciler) onFailsafe(ctx context.Context, member client.Client, mdb *
 	if err := member.List(ctx, pods, client.InNamespace(mdb.Spec.DatabaseRef.Namespace), client.MatchingLabels(specs.SelectorLabels(mdb))); err != nil {
 		return false
 	}
-	c := r.HTTPClient
-	if c == nil {
-		c = http.DefaultClient
-	}
+	c := r.statusClients.get(ctx, member, mdb)
 	for _, t := range instanceTargets(mdb, pods.Items) {
 		if role, err := specs.PodRole(mdb, t.pod, false); err != nil || role != contract.PodRolePrimary || t.url == "" {
 			continue

@@ -303,7 +303,7 @@ func instanceTargets(mdb *dbfleetv1alpha1.MemberDatabase, pods []corev1.Pod) []i
 		}
 		t := instanceTarget{pod: pod.Name, uid: pod.UID}
 		if port := statusPort(pod); port != 0 && pod.Status.PodIP != "" {
-			t.url = "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(port))) + contract.Path
+			t.url = "https://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(port))) + contract.Path
 			t.address = net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(specs.DatabasePort(mdb.Spec.Database.Engine))))
 		}
 		targets = append(targets, t)
@@ -330,11 +330,12 @@ func (r *Reconciler) observeInstances(ctx context.Context, member client.Client,
 	if err := member.List(ctx, pods, client.InNamespace(mdb.Spec.DatabaseRef.Namespace), client.MatchingLabels(specs.SelectorLabels(mdb))); err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
-	c := r.HTTPClient
-	if c == nil {
-		c = http.DefaultClient
+	targets := instanceTargets(mdb, pods.Items)
+	var c *http.Client
+	if len(targets) > 0 {
+		c = r.statusClients.get(ctx, member, mdb)
 	}
-	instances := readInstances(ctx, c, r.now, instanceTargets(mdb, pods.Items))
+	instances := readInstances(ctx, c, r.now, targets)
 	byPod := map[string]instanceReport{}
 	for _, in := range instances {
 		byPod[in.Pod] = in

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,8 +40,6 @@ type Reconciler struct {
 	// InstanceImage is the image carrying /dbfleet-instance (the agent's --instance-image). Empty:
 	// postgres pods run their image as it is, and the client Services select on role labels alone.
 	InstanceImage string
-	// HTTPClient reads the instances' /status; nil uses http.DefaultClient.
-	HTTPClient *http.Client
 	// PrimaryLostAfter is how long a live primary's instance may stop serving before the agent
 	// counts its pod lost (watchPrimary); zero never does.
 	PrimaryLostAfter time.Duration
@@ -53,12 +50,15 @@ type Reconciler struct {
 	// stays apart from shares: ownwrites.Tracker, which the hub's controllers use too, is the
 	// one place that compares resource versions; forget drops both.
 	reported reports
+	// statusClients read the instances' /status over HTTPS, one client a database.
+	statusClients statusClients
 }
 
 // forget drops everything the agent remembers of a share that is going away.
 func (r *Reconciler) forget(key shareKey) {
 	r.shares.forget(key)
 	r.reported.forget(key.NamespacedName)
+	r.statusClients.forget(key)
 }
 
 // now is the agent's clock (the guard's): the one its Lease renewals are written with, so the one

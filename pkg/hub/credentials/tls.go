@@ -99,8 +99,9 @@ func (r *Reconciler) caPair(ctx context.Context, dbc *dbfleetv1alpha1.DatabaseCl
 	return pair, root, "", nil
 }
 
-// ensureTLS makes <db>-tls hold a server certificate naming tlsHosts and a client certificate
-// of the replication role, both from the database's CA, issuing them again when they are
+// ensureTLS makes <db>-tls hold a server certificate naming tlsHosts, a client certificate of
+// the replication role and one of the agent (contract.StatusClientName, which the instances'
+// /status asks for), all from the database's CA, issuing them again when they are
 // missing, do not verify under the CA, lack a name or an address, or near their end. It returns
 // the Secret and, when the CA is unusable, a message saying why (the Secret in place is kept).
 func (r *Reconciler) ensureTLS(ctx context.Context, dbc *dbfleetv1alpha1.DatabaseCluster, replicationUser string, shares []dbfleetv1alpha1.MemberDatabase) (*corev1.Secret, string, error) {
@@ -126,6 +127,7 @@ func (r *Reconciler) ensureTLS(ctx context.Context, dbc *dbfleetv1alpha1.Databas
 	now := time.Now()
 	server := certs.Request{CommonName: contract.TLSServerName(dbc.Name, dbc.Namespace), Hosts: tlsHosts(dbc, shares), Usage: certs.Server}
 	replication := certs.Request{CommonName: replicationUser, Usage: certs.Client}
+	agent := certs.Request{CommonName: contract.StatusClientName, Usage: certs.Client}
 	data := map[string][]byte{}
 	if existing != nil {
 		for k, v := range existing.Data {
@@ -140,6 +142,7 @@ func (r *Reconciler) ensureTLS(ctx context.Context, dbc *dbfleetv1alpha1.Databas
 	}{
 		{server, contract.SecretKeyTLSCert, contract.SecretKeyTLSKey},
 		{replication, contract.SecretKeyReplicationCert, contract.SecretKeyReplicationKey},
+		{agent, contract.SecretKeyStatusClientCert, contract.SecretKeyStatusClientKey},
 	} {
 		have := certs.Pair{Cert: data[leaf.certKey], Key: data[leaf.key]}
 		why := certs.Problem(have, root, leaf.req, now)

@@ -3,7 +3,6 @@ package agent
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,7 +25,7 @@ func TestAStatusReportDoesNotBringItsShareBack(t *testing.T) {
 	s := newShare(t, 1, 0, dbfleetv1alpha1.RolePrimary)
 	sts := s.waitSTS("StatefulSet", func(*appsv1.StatefulSet) bool { return true })
 	var reads atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := newTLSInstanceServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/status" {
 			http.NotFound(w, r)
 			return
@@ -35,7 +34,6 @@ func TestAStatusReportDoesNotBringItsShareBack(t *testing.T) {
 		// Every read a WAL position further on: a primary taking writes.
 		_, _ = fmt.Fprintf(w, `{"pod":"orders-0","role":"primary","epoch":1,"timeline":1,"receivedLSN":"0/%X","replayedLSN":"0/%X","ready":true}`, 0x3000000+n*0x100, 0x3000000+n*0x100)
 	}))
-	t.Cleanup(srv.Close)
 	s.runInstancePod(sts, 0, &instanceServer{Server: srv})
 	s.setStatefulSetStatus(1)
 	s.waitMDB("Available", func(m *dbfleetv1alpha1.MemberDatabase) bool {

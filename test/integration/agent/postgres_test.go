@@ -40,6 +40,9 @@ func (s *share) carry() map[string]map[string][]byte {
 	data := map[string]map[string][]byte{}
 	for _, kind := range dbfleetv1alpha1.CredentialKinds {
 		d := map[string][]byte{"username": []byte("u-" + kind), "password": []byte("p-" + kind), "dbname": []byte("app"), "uri": []byte("postgresql://x")}
+		if kind == dbfleetv1alpha1.CredentialsTLS {
+			d = tlsData()
+		}
 		data[kind] = d
 		secret := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{
@@ -279,7 +282,7 @@ type instanceServer struct {
 
 func newInstanceServer(t *testing.T, body string) *instanceServer {
 	s := &instanceServer{body: body}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.Server = newTLSInstanceServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/status" {
 			http.NotFound(w, r)
 			return
@@ -289,7 +292,6 @@ func newInstanceServer(t *testing.T, body string) *instanceServer {
 		s.reads.Add(1)
 		_, _ = w.Write([]byte(s.body))
 	}))
-	t.Cleanup(s.Close)
 	return s
 }
 
@@ -303,6 +305,7 @@ func (s *instanceServer) set(body string) {
 // ready, as a kubelet would report it.
 func (s *share) runInstancePod(sts *appsv1.StatefulSet, ordinal int, srv *instanceServer) {
 	s.t.Helper()
+	s.ensureTLSSecret()
 	u, err := url.Parse(srv.URL)
 	if err != nil {
 		s.t.Fatal(err)

@@ -50,6 +50,10 @@ func TestDatabaseTLSIssuedAndCarried(t *testing.T) {
 	if p := certs.Problem(certs.Pair{Cert: tlsSecret.Data["replication.crt"], Key: tlsSecret.Data["replication.key"]}, ca.Data["tls.crt"], replication, time.Now()); p != "" {
 		t.Errorf("replication client certificate: %s", p)
 	}
+	agent := certs.Request{CommonName: "dbfleet-agent", Usage: certs.Client}
+	if p := certs.Problem(certs.Pair{Cert: tlsSecret.Data["agent.crt"], Key: tlsSecret.Data["agent.key"]}, ca.Data["tls.crt"], agent, time.Now()); p != "" {
+		t.Errorf("the agent's client certificate (for the instances' /status): %s", p)
+	}
 	if !bytes.Equal(f.secret(f.ns, "shop-app").Data["ca.crt"], ca.Data["tls.crt"]) {
 		t.Error("the hub's shop-app Secret does not carry ca.crt")
 	}

@@ -3,6 +3,7 @@ package instance
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -237,24 +238,35 @@ func (p *proc) stop(t *testing.T) {
 
 func (p *proc) status(ctx context.Context) (contract.Status, error) {
 	var st contract.Status
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", p.httpPort, contract.Path), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d%s", p.httpPort, contract.Path), nil)
 	if err != nil {
 		return st, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	c, err := p.statusClient()
+	if err != nil {
+		return st, err
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		return st, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("%s: HTTP %d", req.URL, resp.StatusCode)
+	}
 	return st, json.NewDecoder(resp.Body).Decode(&st)
 }
 
+// probeClient probes as the kubelet does: HTTPS, no client certificate, no verification.
+var probeClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
+	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // what the kubelet does
+
 func (p *proc) ready(ctx context.Context) (bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", p.httpPort, contract.ReadyPath), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d%s", p.httpPort, contract.ReadyPath), nil)
 	if err != nil {
 		return false, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := probeClient.Do(req)
 	if err != nil {
 		return false, err
 	}

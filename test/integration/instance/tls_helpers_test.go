@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -65,9 +66,16 @@ func writeTLSFiles(t *testing.T, dir string, ca certs.Pair) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	agent, err := certs.Issue(ca, certs.Request{CommonName: contract.StatusClientName, Usage: certs.Client}, now, certs.LeafValidity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The agent's certificate too, as in the hub's Secret (a pod does not mount it; the tests'
+	// status reads take it from here).
 	for k, v := range map[string][]byte{
 		contract.SecretKeyTLSCert: server.Cert, contract.SecretKeyTLSKey: server.Key, contract.SecretKeyCACert: ca.Cert,
 		contract.SecretKeyReplicationCert: client.Cert, contract.SecretKeyReplicationKey: client.Key,
+		contract.SecretKeyStatusClientCert: agent.Cert, contract.SecretKeyStatusClientKey: agent.Key,
 	} {
 		rewriteFile(t, filepath.Join(dir, k), string(v))
 	}
@@ -91,4 +99,23 @@ func (p *proc) clientTLS(s secret) (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{pair}
 	}
 	return cfg, nil
+}
+
+// statusClient reads the proc's HTTPS port as the agent does: under the CA and with the agent's
+// client certificate of the proc's TLS Secret, read afresh (a test may replace them).
+func (p *proc) statusClient() (*http.Client, error) {
+	read := func(key string) []byte {
+		b, _ := os.ReadFile(filepath.Join(p.secrets[3], key))
+		return b
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(read(contract.SecretKeyCACert)) {
+		return nil, errors.New("the proc's CA is unreadable")
+	}
+	pair, err := tls.X509KeyPair(read(contract.SecretKeyStatusClientCert), read(contract.SecretKeyStatusClientKey))
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
+		TLSClientConfig: &tls.Config{ServerName: "127.0.0.1", RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}}}, nil
 }

@@ -3,12 +3,17 @@ package instance
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dbfleet/dbfleet/pkg/certs"
 	"github.com/dbfleet/dbfleet/pkg/contract"
 	"github.com/dbfleet/dbfleet/pkg/instance/decide"
 	"github.com/dbfleet/dbfleet/test/framework"
@@ -91,6 +96,64 @@ func TestTLSOnEveryConnection(t *testing.T) {
 		conn.Close(ctx)
 	})
 
+	t.Run("the status port speaks HTTPS and /status answers the agent alone", func(t *testing.T) {
+		base := fmt.Sprintf("127.0.0.1:%d", east.httpPort)
+		get := func(c *http.Client, url string) (int, string, error) {
+			resp, err := c.Get(url)
+			if err != nil {
+				return 0, "", err
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(body), err
+		}
+		// Plain HTTP: no status, whatever the path.
+		if code, body, err := get(http.DefaultClient, "http://"+base+contract.Path); err == nil && (code == http.StatusOK || strings.Contains(body, `"role"`)) {
+			t.Errorf("plain HTTP /status: %d %q, want no answer", code, body)
+		}
+		// The kubelet's probes: HTTPS, no client certificate, nothing verified.
+		for _, path := range []string{contract.HealthPath, contract.ReadyPath} {
+			if code, body, err := get(probeClient, "https://"+base+path); err != nil || code != http.StatusOK {
+				t.Errorf("%s as the kubelet probes it: %d %q %v, want 200", path, code, body, err)
+			}
+		}
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(testCA().Cert)
+		as := func(pair *certs.Pair) *http.Client {
+			cfg := &tls.Config{ServerName: "127.0.0.1", RootCAs: roots, MinVersion: tls.VersionTLS12}
+			if pair != nil {
+				c, err := tls.X509KeyPair(pair.Cert, pair.Key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg.Certificates = []tls.Certificate{c}
+			}
+			return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}}
+		}
+		issue := func(ca certs.Pair, cn string) *certs.Pair {
+			pair, err := certs.Issue(ca, certs.Request{CommonName: cn, Usage: certs.Client}, time.Now(), time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &pair
+		}
+		for name, c := range map[string]*http.Client{
+			"no client certificate":              as(nil),
+			"the replication role's certificate": as(issue(testCA(), replication.username)),
+			"the agent's name from another CA":   as(issue(mustCA("not the database's CA"), contract.StatusClientName)),
+		} {
+			code, body, err := get(c, "https://"+base+contract.Path)
+			if err == nil && (code == http.StatusOK || strings.Contains(body, `"role"`)) {
+				t.Errorf("/status with %s: %d %q, want refused", name, code, body)
+			}
+			t.Logf("/status with %s: %d %q %v", name, code, strings.TrimSpace(body), err)
+		}
+		code, body, err := get(as(issue(testCA(), contract.StatusClientName)), "https://"+base+contract.Path)
+		if err != nil || code != http.StatusOK || !strings.Contains(body, `"role":"primary"`) {
+			t.Errorf("/status with the agent's certificate: %d %q %v, want the primary's status", code, body, err)
+		}
+	})
+
 	t.Run("a standby with another CA does not stream, and does once its Secret is fixed", func(t *testing.T) {
 		west.start(t)
 		west.waitStatus(ctx, t, "refusing the primary's certificate", func(s contract.Status) bool {
@@ -129,6 +192,11 @@ func TestTLSOnEveryConnection(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
+		if err := framework.WaitFor(ctx, waitTimeout, "east's status port serving the new certificate", func(context.Context) (bool, error) {
+			return servedHTTPSCert(t, east) == servedCert(ctx, t, east), nil
+		}); err != nil {
+			t.Error(err)
+		}
 		w.waitAcks(ctx, t, east.pod, 50)
 		w.stop()
 		if now, err := east.postmasterPID(); err != nil || now != pid {
@@ -154,4 +222,15 @@ func servedCert(ctx context.Context, t *testing.T, p *proc) string {
 		t.Fatalf("the connection is %T, not TLS", conn.PgConn().Conn())
 	}
 	return tc.ConnectionState().PeerCertificates[0].SerialNumber.String()
+}
+
+// servedHTTPSCert is the serial number of the certificate p's status port shows a new connection.
+func servedHTTPSCert(t *testing.T, p *proc) string {
+	t.Helper()
+	conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", p.httpPort), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only its serial is read
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
 }
