@@ -2,8 +2,13 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
+	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // TestRowsCrossClusters writes as a client would: it connects to the DatabaseCluster's
@@ -181,4 +187,62 @@ func tlsAcrossClusters(ctx context.Context, t *testing.T, d *dbfleetv1alpha1.Dat
 		}
 		return true, conn.Close(ctx)
 	})
+	statusPortAnswersTheAgentAlone(ctx, t, d, host)
+}
+
+// statusPortAnswersTheAgentAlone probes the primary instance's status port from outside, as
+// anyone on the network could: plain HTTP and HTTPS without the agent's client certificate get
+// no status; the kubelet's probes (HTTPS, nothing shown or verified) get their answer; the
+// agent's certificate from the member's <db>-tls Secret gets the status.
+func statusPortAnswersTheAgentAlone(ctx context.Context, t *testing.T, d *dbfleetv1alpha1.DatabaseCluster, host string) {
+	t.Helper()
+	base := net.JoinHostPort(host, strconv.Itoa(contract.Port))
+	get := func(c *http.Client, url string) (int, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return 0, "", err
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+		return resp.StatusCode, string(body), err
+	}
+	transport := func(cfg *tls.Config) *http.Client {
+		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}}
+	}
+	anonymous := map[string]struct {
+		c   *http.Client
+		url string
+	}{
+		"plain HTTP": {transport(nil), "http://" + base + contract.Path},
+		"HTTPS without a client certificate": {transport(&tls.Config{InsecureSkipVerify: true}), //nolint:gosec // a probe from anyone
+			"https://" + base + contract.Path},
+	}
+	for name, a := range anonymous {
+		code, body, err := get(a.c, a.url)
+		if err == nil && (code == http.StatusOK || strings.Contains(body, `"role"`)) {
+			t.Errorf("/status of %s by %s: %d %q, want no status", base, name, code, body)
+		}
+	}
+	probe := transport(&tls.Config{InsecureSkipVerify: true}) //nolint:gosec // as the kubelet probes
+	if code, body, err := get(probe, "https://"+base+contract.ReadyPath); err != nil || code != http.StatusOK {
+		t.Errorf("/readyz of the primary as the kubelet probes it: %d %q %v", code, body, err)
+	}
+	secret := &corev1.Secret{}
+	if err := fed.clusters[d.Status.Primary.Cluster].Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.Name + "-tls"}, secret); err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(secret.Data[contract.SecretKeyCACert])
+	pair, err := tls.X509KeyPair(secret.Data[contract.SecretKeyStatusClientCert], secret.Data[contract.SecretKeyStatusClientKey])
+	if err != nil {
+		t.Fatalf("the agent's client certificate in %s/%s-tls: %v", d.Namespace, d.Name, err)
+	}
+	agent := transport(&tls.Config{RootCAs: roots, ServerName: contract.TLSServerName(d.Name, d.Namespace), Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12})
+	if code, body, err := get(agent, "https://"+base+contract.Path); err != nil || code != http.StatusOK || !strings.Contains(body, `"role":"primary"`) {
+		t.Errorf("/status of the primary with the agent's certificate: %d %q %v", code, body, err)
+	}
 }

@@ -178,14 +178,27 @@ func TestPostgresShareGetsCredentialsServicesAndInstanceRole(t *testing.T) {
 			t.Errorf("Secret %s-%s is not mounted at /etc/dbfleet/secrets/%s: volumes %v mounts %v", s.db, kind, kind, secrets, mounts)
 		}
 	}
+	// The agent's client certificate for /status is not the instances' to read.
+	for _, v := range pod.Volumes {
+		if v.Name != "credentials-tls" {
+			continue
+		}
+		var keys []string
+		for _, item := range v.Secret.Items {
+			keys = append(keys, item.Key)
+		}
+		if slices.Sort(keys); !slices.Equal(keys, []string{"ca.crt", "replication.crt", "replication.key", "tls.crt", "tls.key"}) {
+			t.Errorf("the pods mount keys %v of %s-tls, want all but agent.crt and agent.key", keys, s.db)
+		}
+	}
 	if mounts["dbfleet-bin"] != "/dbfleet" || mounts["data"] != "/var/lib/postgresql/data" {
 		t.Errorf("mounts %v", mounts)
 	}
-	if p := pg.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.String() != specs.StatusPortName {
-		t.Errorf("readiness probe %+v, want HTTP /readyz on the status port", pg.ReadinessProbe)
+	if p := pg.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.String() != specs.StatusPortName || p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+		t.Errorf("readiness probe %+v, want HTTPS /readyz on the status port", pg.ReadinessProbe)
 	}
-	if p := pg.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.TimeoutSeconds < 5 || p.PeriodSeconds*p.FailureThreshold < 60 {
-		t.Errorf("liveness probe %+v, want HTTP /healthz with a 5 s timeout, restarting only after a minute without an answer", pg.LivenessProbe)
+	if p := pg.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Scheme != corev1.URISchemeHTTPS || p.TimeoutSeconds < 5 || p.PeriodSeconds*p.FailureThreshold < 60 {
+		t.Errorf("liveness probe %+v, want HTTPS /healthz with a 5 s timeout, restarting only after a minute without an answer", pg.LivenessProbe)
 	}
 	var statusPort int32
 	for _, p := range pg.Ports {

@@ -5,13 +5,17 @@ import (
 	"crypto/x509"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbfleetv1alpha1 "github.com/dbfleet/dbfleet/api/v1alpha1"
 	"github.com/dbfleet/dbfleet/pkg/certs"
@@ -88,6 +92,61 @@ func (s *share) ensureTLSSecret() {
 		Data: tlsData(),
 	}
 	if err := east.Client.Create(s.ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		s.t.Fatal(err)
+	}
+}
+
+// TestAgentReadsInstancesUnderTheDatabasesCA: the agent reads /status only from an instance
+// whose certificate its member's <db>-tls Secret's CA signed, for the database's name, showing
+// its own client certificate; an instance it cannot verify is no reading (reported unknown, with
+// the TLS error), and a changed Secret is taken up without a restart.
+func TestAgentReadsInstancesUnderTheDatabasesCA(t *testing.T) {
+	startAgentWithImage(t, hub.Config, east.Config, nil, "example.com/dbfleet/agent:test")
+	s := newShare(t, 1, 0, dbfleetv1alpha1.RolePrimary)
+	sts := s.waitSTS("StatefulSet", func(*appsv1.StatefulSet) bool { return true })
+	primary := newInstanceServer(t, `{"pod":"orders-0","role":"primary","epoch":1,"timeline":1,"receivedLSN":"0/3000148","replayedLSN":"0/3000148","ready":true}`)
+	s.runInstancePod(sts, 0, primary)
+	s.setStatefulSetStatus(1)
+	s.waitMDB("Available", func(m *dbfleetv1alpha1.MemberDatabase) bool {
+		return condition(m, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue)
+	})
+
+	// The member's Secret names another CA (and a client certificate of it): the instance's
+	// certificate no longer verifies.
+	other, err := certs.NewCA("another database's CA", time.Now(), certs.CAValidity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentCert, err := certs.Issue(other, certs.Request{CommonName: contract.StatusClientName, Usage: certs.Client}, time.Now(), certs.LeafValidity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.setTLSSecret(map[string][]byte{contract.SecretKeyCACert: other.Cert, contract.SecretKeyStatusClientCert: agentCert.Cert, contract.SecretKeyStatusClientKey: agentCert.Key})
+	got := s.waitMDB("the instance unknown, for its certificate", func(m *dbfleetv1alpha1.MemberDatabase) bool {
+		return len(m.Status.Instances) == 1 && m.Status.Instances[0].Role == dbfleetv1alpha1.InstanceUnknown
+	})
+	if msg := got.Status.Instances[0].Message; !strings.Contains(msg, "certificate signed by unknown authority") {
+		t.Errorf("the unverified instance's message %q does not say why", msg)
+	}
+	s.setTLSSecret(tlsData())
+	s.waitMDB("Available again under the database's CA", func(m *dbfleetv1alpha1.MemberDatabase) bool {
+		return condition(m, dbfleetv1alpha1.ConditionAvailable, metav1.ConditionTrue) &&
+			len(m.Status.Instances) == 1 && m.Status.Instances[0].Role == dbfleetv1alpha1.InstanceRunningPrimary
+	})
+}
+
+// setTLSSecret replaces the data of the share's <db>-tls Secret in the member.
+func (s *share) setTLSSecret(data map[string][]byte) {
+	s.t.Helper()
+	secret := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: s.ns, Name: dbfleetv1alpha1.CredentialsSecretName(s.db, dbfleetv1alpha1.CredentialsTLS)}
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := east.Client.Get(s.ctx, key, secret); err != nil {
+			return err
+		}
+		secret.Data = data
+		return east.Client.Update(s.ctx, secret)
+	}); err != nil {
 		s.t.Fatal(err)
 	}
 }
