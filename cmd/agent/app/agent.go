@@ -219,7 +219,7 @@ func run(ctx context.Context, o *agentOptions) error {
 		}
 		return err
 	}
-	memberCluster, err := cluster.New(memberCfg, func(co *cluster.Options) { co.Scheme = runtimeScheme })
+	memberCluster, err := cluster.New(memberCfg, func(co *cluster.Options) { co.Scheme = runtimeScheme }, member.MemberCache)
 	if err != nil {
 		return fmt.Errorf("member cluster: %w", err)
 	}

@@ -147,7 +147,7 @@ func (r *Reconciler) applyShare(ctx context.Context, hub client.Reader, member c
 	// on a hub the agent may have lost (a fenced primary's label would wait for the partition
 	// to heal).
 	if mdb.Spec.Database.Engine == dbfleetv1alpha1.EnginePostgres {
-		for _, err := range r.applyPostgres(ctx, member, mdb) {
+		for _, err := range r.applyPostgres(ctx, member, live, mdb) {
 			fail(false, err)
 		}
 	}
@@ -217,6 +217,25 @@ func applyOwned(ctx context.Context, member client.Client, desired, existing cli
 	return nil
 }
 
+// applyOwnedSecret is applyOwned for a Secret, which the member's cache holds only when the
+// agent wrote it (MemberCache): one it does not hold is looked up on the API server, so that a
+// Secret of the same name that is not the agent's is reported, never written over.
+func applyOwnedSecret(ctx context.Context, member client.Client, live client.Reader, desired *corev1.Secret) error {
+	key := client.ObjectKeyFromObject(desired)
+	err := member.Get(ctx, key, &corev1.Secret{})
+	if apierrors.IsNotFound(err) {
+		existing := &corev1.Secret{}
+		switch err := live.Get(ctx, key, existing); {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return fmt.Errorf("read Secret %s: %w", key, err)
+		case existing.Labels[specs.LabelManagedBy] != specs.ManagedByAgent:
+			return &conflictError{kind: "Secret", key: key.String()}
+		}
+	}
+	return applyOwned(ctx, member, desired, &corev1.Secret{})
+}
+
 // deleteOwned deletes obj if it exists and carries the agent's label.
 func deleteOwned(ctx context.Context, member client.Client, obj client.Object) error {
 	key := client.ObjectKeyFromObject(obj)
@@ -281,7 +300,7 @@ func labelPods(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.M
 // applyPostgres writes what a postgres share needs besides its StatefulSet: the client Services,
 // the instance managers' ServiceAccount and Role, and the credentials the hub carried into
 // member-<cluster>, as "<db>-superuser", "<db>-replication", "<db>-app" and "<db>-tls".
-func (r *Reconciler) applyPostgres(ctx context.Context, member client.Client, mdb *dbfleetv1alpha1.MemberDatabase) []error {
+func (r *Reconciler) applyPostgres(ctx context.Context, member client.Client, live client.Reader, mdb *dbfleetv1alpha1.MemberDatabase) []error {
 	var errs []error
 	for _, svc := range specs.RoleServices(mdb, r.InstanceImage != "") {
 		errs = append(errs, applyOwned(ctx, member, svc, &corev1.Service{}))
@@ -296,7 +315,7 @@ func (r *Reconciler) applyPostgres(ctx context.Context, member client.Client, md
 		return append(errs, err)
 	}
 	for _, secret := range specs.Credentials(mdb, carried) {
-		errs = append(errs, applyOwned(ctx, member, secret, &corev1.Secret{}))
+		errs = append(errs, applyOwnedSecret(ctx, member, live, secret))
 	}
 	return errs
 }

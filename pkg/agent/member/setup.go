@@ -6,7 +6,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -22,6 +24,7 @@ import (
 	"github.com/dbfleet/dbfleet/pkg/agent/fence"
 	"github.com/dbfleet/dbfleet/pkg/predicates"
 	"github.com/dbfleet/dbfleet/pkg/queue"
+	"github.com/dbfleet/dbfleet/pkg/specs"
 )
 
 // Settings are the agent's flags the reconciler acts on.
@@ -30,6 +33,18 @@ type Settings struct {
 	InstanceImage string
 	// PrimaryLostAfter is --primary-lost-after (Reconciler.PrimaryLostAfter).
 	PrimaryLostAfter time.Duration
+}
+
+// MemberCache scopes the cache of a member cluster (a cluster.Option): every kind the
+// reconciler reads, but of Secrets only those the agent wrote (labelled managed-by
+// dbfleet-agent), so that it holds no other Secret of the member in memory: a member's Helm
+// releases and tokens can be many and large. Secrets it does not find there it looks up on the
+// API server before writing (applyOwnedSecret), never over another's.
+func MemberCache(o *cluster.Options) {
+	if o.Cache.ByObject == nil {
+		o.Cache.ByObject = map[client.Object]cache.ByObject{}
+	}
+	o.Cache.ByObject[&corev1.Secret{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{specs.LabelManagedBy: specs.ManagedByAgent})}
 }
 
 // Name is the controller's name.

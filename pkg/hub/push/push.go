@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
@@ -32,7 +33,8 @@ func SecretName(cluster string) string { return cluster }
 
 // NewProvider returns the provider that engages Push clusters from their kubeconfig Secrets.
 func NewProvider() *kubeconfig.Provider {
-	return kubeconfig.New(kubeconfig.Options{Namespace: hub.Namespace, KubeconfigSecretLabel: SecretLabel, KubeconfigSecretKey: SecretKey})
+	return kubeconfig.New(kubeconfig.Options{Namespace: hub.Namespace, KubeconfigSecretLabel: SecretLabel, KubeconfigSecretKey: SecretKey,
+		ClusterOptions: []cluster.Option{member.MemberCache}})
 }
 
 // The hub reads only the kubeconfig Secrets of its own namespace, and writes MemberDatabase status

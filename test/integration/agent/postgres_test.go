@@ -422,3 +422,36 @@ func (s *share) podAnnotation(pod, key string) string {
 	}
 	return p.Annotations[key]
 }
+
+// TestAgentLeavesAForeignSecretAlone: the agent's cache holds only the Secrets it wrote, so a
+// Secret of a credentials name that someone else made is not in it; the agent looks it up on the
+// API server, reports the conflict and leaves the Secret as it is.
+func TestAgentLeavesAForeignSecretAlone(t *testing.T) {
+	startAgentWithImage(t, hub.Config, east.Config, nil, "example.com/dbfleet/agent:test")
+	ns := fmt.Sprintf("shop-%d", seq.Add(1))
+	if err := east.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders-app"}, Data: map[string][]byte{"password": []byte("theirs")}}
+	if err := east.Client.Create(context.Background(), foreign); err != nil {
+		t.Fatal(err)
+	}
+	s := newShareIn(t, ns, 1, 0, dbfleetv1alpha1.RolePrimary)
+	s.carry()
+	got := s.waitMDB("conflict reported", func(m *dbfleetv1alpha1.MemberDatabase) bool {
+		return condition(m, dbfleetv1alpha1.ConditionApplied, metav1.ConditionFalse)
+	})
+	if c := meta.FindStatusCondition(got.Status.Conditions, dbfleetv1alpha1.ConditionApplied); c.Reason != dbfleetv1alpha1.ReasonNotManagedByAgent ||
+		!strings.Contains(c.Message, "Secret "+ns+"/orders-app exists and was not created by dbfleet") {
+		t.Errorf("Applied = %+v, want a conflict naming the Secret", c)
+	}
+	// The other credentials are written; the foreign one is not.
+	s.waitObject(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders-superuser"}})
+	now := &corev1.Secret{}
+	if err := east.Client.Get(context.Background(), client.ObjectKeyFromObject(foreign), now); err != nil {
+		t.Fatal(err)
+	}
+	if now.ResourceVersion != foreign.ResourceVersion || string(now.Data["password"]) != "theirs" {
+		t.Errorf("the foreign Secret was written: resourceVersion %s -> %s, data %q", foreign.ResourceVersion, now.ResourceVersion, now.Data)
+	}
+}
