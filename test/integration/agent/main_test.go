@@ -73,7 +73,7 @@ func startAgentWithGuard(t *testing.T, hubCfg, memberCfg *rest.Config, guard *fe
 // --instance-image does.
 func startAgentWithImage(t *testing.T, hubCfg, memberCfg *rest.Config, guard *fence.Guard, instanceImage string) (stop func()) {
 	t.Helper()
-	memberCluster, err := cluster.New(memberCfg, func(o *cluster.Options) { o.Scheme = framework.Scheme })
+	memberCluster, err := cluster.New(memberCfg, func(o *cluster.Options) { o.Scheme = framework.Scheme }, member.MemberCache)
 	if err != nil {
 		t.Fatal(err)
 	}
