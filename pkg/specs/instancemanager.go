@@ -30,8 +30,9 @@ const (
 // emptyDir, the container runs it with its settings in the environment, the credentials Secrets
 // are mounted, it serves /status on the "status" port over HTTPS (to the agent's client
 // certificate alone), and readiness is the instance's /readyz (a primary that takes writes, a
-// standby that streams; the kubelet probes HTTPS without verifying, as it does). The pods run as the instance's
-// ServiceAccount, never as another (the API refuses spec.template.serviceAccountName).
+// standby that streams; the kubelet probes HTTPS without verifying, as it does). The pods run
+// as the instance's ServiceAccount, never as another (the API refuses
+// spec.template.serviceAccountName).
 func WithInstanceManager(sts *appsv1.StatefulSet, mdb *dbfleetv1alpha1.MemberDatabase, image, cluster string) {
 	db := mdb.Spec.DatabaseRef.Name
 	spec := &sts.Spec.Template.Spec

@@ -50,7 +50,7 @@ type Reconciler struct {
 	// stays apart from shares: ownwrites.Tracker, which the hub's controllers use too, is the
 	// one place that compares resource versions; forget drops both.
 	reported reports
-	// statusClients read the instances' /status over HTTPS, one client a database.
+	// statusClients read the instances' /status over HTTPS, one client a share.
 	statusClients statusClients
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -19,10 +18,10 @@ import (
 	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
-// statusClients keeps, for each share, the HTTPS client that reads its instances' /status: it trusts the database's CA alone, for the name every instance's
-// server certificate carries (contract.TLSServerName: pod IPs come and go faster than
-// certificates), and shows the agent's client certificate (contract.StatusClientName), all from
-// the member's <db>-tls Secret. The member's, never the hub's copy: the agent must see its
+// statusClients keeps, for each share, the HTTPS client that reads its instances' /status: it
+// trusts the database's CA alone, for the name every instance's server certificate carries
+// (contract.TLSServerName: pod IPs come and go faster than certificates), and shows the agent's
+// client certificate (contract.StatusClientName), all from the member's <db>-tls Secret. The member's, never the hub's copy: the agent must see its
 // instances while the hub is away (it decides fences on what they say). A client is made again
 // when the Secret changes (a rotation), and its idle connections closed.
 type statusClients struct {
@@ -30,11 +29,12 @@ type statusClients struct {
 	clients map[shareKey]statusClient
 }
 
+// statusClient is the client made from one version of the Secret: an unreadable one when the
+// Secret cannot be used.
 type statusClient struct {
 	uid     types.UID
 	version string
 	client  *http.Client
-	err     error
 }
 
 // get returns the client for mdb's share, read from member. When the Secret
@@ -51,35 +51,29 @@ func (s *statusClients) get(ctx context.Context, member client.Reader, mdb *dbfl
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c, ok := s.clients[key]; ok && c.uid == secret.UID && c.version == secret.ResourceVersion {
-		if c.err != nil {
-			return unreadable(c.err)
-		}
-		return c.client
+	old, ok := s.clients[key]
+	if ok && old.uid == secret.UID && old.version == secret.ResourceVersion {
+		return old.client
 	}
-	if old, ok := s.clients[key]; ok && old.client != nil {
+	if ok {
 		old.client.CloseIdleConnections()
 	}
-	c := statusClient{uid: secret.UID, version: secret.ResourceVersion}
-	c.client, c.err = newStatusClient(secret, contract.TLSServerName(db.Name, db.Namespace))
-	if c.err != nil {
-		c.err = fmt.Errorf("Secret %s cannot be used for the instances' /status: %w", name, c.err)
+	c, err := newStatusClient(secret, contract.TLSServerName(db.Name, db.Namespace))
+	if err != nil {
+		c = unreadable(fmt.Errorf("Secret %s cannot be used for the instances' /status: %w", name, err))
 	}
 	if s.clients == nil {
 		s.clients = map[shareKey]statusClient{}
 	}
-	s.clients[key] = c
-	if c.err != nil {
-		return unreadable(c.err)
-	}
-	return c.client
+	s.clients[key] = statusClient{uid: secret.UID, version: secret.ResourceVersion, client: c}
+	return c
 }
 
 // forget drops the client of a share going away.
 func (s *statusClients) forget(key shareKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c, ok := s.clients[key]; ok && c.client != nil {
+	if c, ok := s.clients[key]; ok {
 		c.client.CloseIdleConnections()
 	}
 	delete(s.clients, key)
@@ -112,9 +106,4 @@ func unreadable(err error) *http.Client {
 
 type failingTransport struct{ err error }
 
-func (f failingTransport) RoundTrip(*http.Request) (*http.Response, error) {
-	if f.err == nil {
-		return nil, errors.New("no client")
-	}
-	return nil, f.err
-}
+func (f failingTransport) RoundTrip(*http.Request) (*http.Response, error) { return nil, f.err }
