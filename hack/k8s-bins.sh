@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes binaries that tests and the demo run (kube-apiserver,
-# kube-controller-manager, kube-scheduler, kubelet, etcd, kwok) from the Go module proxy, caches them
-# outside the work tree and links them into bin/k8s/.
+# kube-controller-manager, kube-scheduler, kubelet, etcd, kwok; and versitygw, the S3 server of the
+# local federation) from the Go module proxy, caches them outside the work tree and links them
+# into bin/k8s/.
 #
 # Each binary is built from a tools module under hack/tools/ so the project's own go.mod never
 # pulls in k8s.io/kubernetes. The cache is keyed by the tools module's go.sum, so a second run
@@ -69,6 +70,8 @@ build kube-controller-manager k8s k8s.io/kubernetes/cmd/kube-controller-manager 
 build kube-scheduler k8s k8s.io/kubernetes/cmd/kube-scheduler "$k8s_ldflags"
 # The real member nodes of hack/localfed (docs/localfed.md) run kubelet against containerd.
 build kubelet k8s k8s.io/kubernetes/cmd/kubelet "$k8s_ldflags"
+# The object store of hack/localfed, where backups go: the Versity S3 gateway.
+build versitygw versitygw github.com/versity/versitygw/cmd/versitygw
 
 # kwok's stage files (fake nodes become Ready, pods become Running/Ready) come from its module.
 kwokdir="$(cd "$root/hack/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"

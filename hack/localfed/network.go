@@ -143,11 +143,18 @@ func removeNetwork(ctx context.Context, d layout.Dir, st *layout.State) error {
 			}
 		}
 	}
+	bridges := []string{st.Network.StoreBridge}
 	for _, node := range st.Nodes {
-		if _, err := net.InterfaceByName(node.Bridge); err != nil {
+		bridges = append(bridges, node.Bridge)
+	}
+	for _, b := range bridges {
+		if b == "" {
 			continue
 		}
-		if err := run(ctx, "ip", "link", "del", node.Bridge); err != nil {
+		if _, err := net.InterfaceByName(b); err != nil {
+			continue
+		}
+		if err := run(ctx, "ip", "link", "del", b); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -27,7 +27,7 @@ const portAttempts = 3
 // start runs c detached, with its log and pid file; ports are released just before it starts.
 func start(d layout.Dir, c layout.Component, ports ...*process.Port) (*process.Process, error) {
 	return process.Start(process.Spec{
-		Name: c.Name, Args: c.Args, Detach: true, Ports: ports, Group: c.Group,
+		Name: c.Name, Args: c.Args, Env: c.Env, Detach: true, Ports: ports, Group: c.Group,
 		LogFile: d.LogFile(c.Name), PidFile: d.PidFile(c.Name),
 	})
 }

@@ -315,6 +315,10 @@ func (f *fed) planNodes() error {
 		return err
 	}
 	f.st.Network = n
+	planObjectStore(n)
+	if total := len(f.st.Members) * f.nodesPerMember; total >= storeNodeIndex {
+		return fmt.Errorf("%d real nodes: at most %d fit the pod network's plan", total, storeNodeIndex-1)
+	}
 	k := 0
 	for _, m := range f.st.Members {
 		for i := range f.nodesPerMember {

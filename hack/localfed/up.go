@@ -39,6 +39,7 @@ const (
 // binaries are the programs the federation runs, by absolute path.
 type binaries struct {
 	etcd, apiserver, controllerManager, scheduler, kwok, kwokStages, kubelet string
+	versitygw                                                                string // the object store
 	hub, agent                                                               string
 	crds                                                                     string
 	images                                                                   string // the OCI archives real nodes import
@@ -51,9 +52,10 @@ func findBinaries(binDir, crds string, o upOptions) (binaries, error) {
 		etcd: filepath.Join(k8s, "etcd"), apiserver: filepath.Join(k8s, "kube-apiserver"),
 		controllerManager: filepath.Join(k8s, "kube-controller-manager"), scheduler: filepath.Join(k8s, "kube-scheduler"),
 		kwok: filepath.Join(k8s, "kwok"), kwokStages: filepath.Join(k8s, "kwok-stages.yaml"), kubelet: filepath.Join(k8s, "kubelet"),
-		hub: filepath.Join(binDir, "hub"), agent: filepath.Join(binDir, "agent"), crds: crds, images: filepath.Join(binDir, "images"),
+		versitygw: filepath.Join(k8s, "versitygw"),
+		hub:       filepath.Join(binDir, "hub"), agent: filepath.Join(binDir, "agent"), crds: crds, images: filepath.Join(binDir, "images"),
 	}
-	need := []string{b.etcd, b.apiserver, b.controllerManager, b.scheduler}
+	need := []string{b.etcd, b.apiserver, b.controllerManager, b.scheduler, b.versitygw}
 	if nodes == realNodes {
 		need = append(need, b.kubelet)
 	} else {
@@ -195,8 +197,8 @@ func (f *fed) bringUp(ctx context.Context) error {
 		return fmt.Errorf("the real nodes' network: %w; %s", err, kwokHint)
 	}
 
-	say("starting %d kube-apiservers (a minute or so on a busy machine)", 1+len(f.st.Members))
-	var steps []func(context.Context) error
+	say("starting %d kube-apiservers (a minute or so on a busy machine) and the object store", 1+len(f.st.Members))
+	steps := []func(context.Context) error{f.startObjectStore}
 	for _, cluster := range append([]string{layout.HubCluster}, f.st.MemberNames()...) {
 		steps = append(steps, func(ctx context.Context) error { return f.startAPIServer(ctx, cluster) })
 	}

@@ -39,6 +39,8 @@ const HubCluster = "hub"
 const (
 	Etcd = "etcd"
 	Hub  = "hub" // hub run
+	// ObjectStore is the S3 server (the Versity S3 gateway) backups go to.
+	ObjectStore = "object-store"
 )
 
 // APIServer is the kube-apiserver of a cluster (HubCluster or a member).
@@ -97,6 +99,12 @@ func (d Dir) PKI(cluster string) string { return d.Path("pki", cluster) }
 // EtcdData is etcd's data directory.
 func (d Dir) EtcdData() string { return d.Path("etcd") }
 
+// ObjectStoreFile is object-store.json: where the object store is and how to sign in to it.
+func (d Dir) ObjectStoreFile() string { return d.Path("object-store.json") }
+
+// ObjectStoreData is the directory the object store keeps its buckets in.
+func (d Dir) ObjectStoreData() string { return d.Path("object-store") }
+
 // AgentManifests are the manifests `hub join` printed for a member.
 func (d Dir) AgentManifests(member string) string { return d.Path(member + "-agent.yaml") }
 
@@ -129,6 +137,9 @@ type Component struct {
 	// Group, when not 0, is the group id it runs with (as root): each agent has one of its own,
 	// which is how `localfed partition` tells the agent's connections to the hub from others'.
 	Group int `json:"group,omitempty"`
+	// Env is added to its environment: secrets go there rather than on a command line anyone
+	// on the host can read (state.json is readable by its owner alone).
+	Env []string `json:"env,omitempty"`
 }
 
 // State is state.json.
@@ -165,6 +176,10 @@ type Network struct {
 	Octet        int    `json:"octet"`
 	BridgePrefix string `json:"bridgePrefix"`
 	Chain        string `json:"chain"`
+	// StoreBridge is the bridge, outside every node, that holds the object store's address
+	// (StoreIP): a service no member cluster owns, reached from every pod through the host.
+	StoreBridge string `json:"storeBridge,omitempty"`
+	StoreIP     string `json:"storeIP,omitempty"`
 }
 
 // Node is one real node of a member (or, with HubNode, of the hub cluster: Member HubCluster).
