@@ -31,6 +31,7 @@ func (m *Manager) noteContact(running contract.Role, srv pgsql.Server, p probe, 
 		return
 	}
 	m.silence.Observe(end, false)
+	m.lastReading = end
 	if p.ok {
 		m.hearing.Probe(p.at, p.lsn)
 	}
@@ -96,5 +97,9 @@ func (m *Manager) failsafeNote(epoch int64) string {
 			heard = append(heard, fmt.Sprintf("%s heard %s ago", s, now.Sub(at).Round(100*time.Millisecond)))
 		}
 	}
-	return fmt.Sprintf("failsafe window %s: %s", contract.FailsafeWindow, strings.Join(heard, ", "))
+	read := "no reading of the server yet"
+	if !m.lastReading.IsZero() {
+		read = fmt.Sprintf("last reading of the server %s ago", now.Sub(m.lastReading).Round(100*time.Millisecond))
+	}
+	return fmt.Sprintf("failsafe window %s: %s (%s)", contract.FailsafeWindow, strings.Join(heard, ", "), read)
 }

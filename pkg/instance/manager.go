@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/jackc/pgx/v5"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -90,6 +91,13 @@ type Manager struct {
 	// hearing and silence are the failsafe's counters (failsafe.go).
 	hearing contact.Hearing
 	silence *contact.Silence
+	// admin is the manager's own connection to postgres (withConn), and its lock.
+	admin struct {
+		sync.Mutex
+		conn *pgx.Conn
+	}
+	// lastReading is when the last reading of the running primary ended (for fence messages).
+	lastReading time.Time
 }
 
 type mismatchCheck struct {

@@ -51,27 +51,58 @@ func (m *Manager) writeConfig() error {
 		m.owner)
 }
 
-// withConn runs f on a new superuser connection to the local postgres, waiting (up to a
-// minute) for postgres to accept connections.
+// withConn runs f on the manager's own superuser connection to the local postgres, waiting (up
+// to a minute) for postgres to accept connections. The connection is opened on first use and
+// kept: a primary syncs its slots once a second, and a connection of its own each time (a
+// backend forked, a SCRAM exchange) was most of what the manager asked of postgres; on a
+// starved machine those logins took seconds each, while the readings that date the failsafe's
+// hearing waited behind them for the CPU. A kept connection found broken (postgres stopped or
+// restarted since) is opened again and f run once more on the new one: every f is idempotent.
+// Calls are serialised; the fence never comes here.
 func (m *Manager) withConn(ctx context.Context, f func(context.Context, *pgx.Conn) error) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	m.admin.Lock()
+	defer m.admin.Unlock()
+	for retried := false; ; retried = true {
+		conn, err := m.adminConnLocked(ctx)
+		if err != nil {
+			return err
+		}
+		err = f(ctx, conn)
+		if err == nil || !conn.IsClosed() {
+			return err
+		}
+		m.admin.conn = nil
+		if retried {
+			return err
+		}
+	}
+}
+
+// adminConnLocked is the kept connection, opened (waiting for postgres to accept connections)
+// when there is none or it was closed.
+func (m *Manager) adminConnLocked(ctx context.Context) (*pgx.Conn, error) {
+	if c := m.admin.conn; c != nil && !c.IsClosed() {
+		return c, nil
+	}
+	m.admin.conn = nil
 	cfg, err := pgsql.ConnConfig(m.connectHost(), m.opts.PostgresPort, m.credentials().superuser.Username, m.credentials().superuser.Password, "postgres", nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for {
 		conn, err := pgsql.Connect(ctx, cfg)
 		if err == nil {
-			defer conn.Close(context.Background())
-			return f(ctx, conn)
+			m.admin.conn = conn
+			return conn, nil
 		}
 		if !m.proc.Running() {
-			return fmt.Errorf("postgres exited: %w", err)
+			return nil, fmt.Errorf("postgres exited: %w", err)
 		}
 		select {
 		case <-ctx.Done():
-			return err
+			return nil, err
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

@@ -28,7 +28,7 @@ func (m *Manager) promote(ctx context.Context, d decide.Decision) error {
 		}
 		// pg_ctl promote needs the postmaster's PID file: a standby started a moment ago (a
 		// fenced primary promoted again comes up as a standby just before) may not have it yet.
-		if err := m.withConn(ctx, func(context.Context, *pgx.Conn) error { return nil }); err != nil {
+		if err := m.withConn(ctx, func(ctx context.Context, conn *pgx.Conn) error { return conn.Ping(ctx) }); err != nil {
 			return fmt.Errorf("waiting for the standby to accept connections before promoting it: %w", err)
 		}
 		m.log.Info("Promoting", "epoch", d.Epoch)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dbfleet/dbfleet/pkg/contract"
@@ -197,6 +198,7 @@ func (m *Manager) watchServer(ctx context.Context) {
 	}()
 	t := time.NewTicker(statusInterval)
 	defer t.Stop()
+	var rl readingLog
 	for {
 		select {
 		case <-ctx.Done():
@@ -229,33 +231,72 @@ func (m *Manager) watchServer(ctx context.Context) {
 				conn = nil
 				m.noteUnknown(running, time.Now())
 				m.setServer(contract.Status{}, running)
+				rl.failed(m.log, err)
 				continue
 			}
 		}
 		qctx, cancel := context.WithTimeout(ctx, readingBudget)
+		began := time.Now()
 		st, err := m.readServer(qctx, conn, running)
 		cancel()
 		if err != nil {
 			_ = conn.Close(context.Background())
 			conn = nil
+			rl.failed(m.log, err)
+		} else {
+			rl.succeeded(m.log, time.Since(began))
 		}
 		m.setServer(st, running)
 		m.checkUpstream(ctx, running, err == nil && st.Streaming)
 	}
 }
 
-func (m *Manager) readServer(ctx context.Context, conn *pgx.Conn, running contract.Role) (contract.Status, error) {
-	var p probe
-	if running == contract.RolePrimary {
-		// The clock first, then the position: WAL past it was inserted after this time.
-		p.at = time.Now()
-		lsn, err := pgsql.InsertLSN(ctx, conn)
-		p.lsn, p.ok = lsn, err == nil
+// slowReading is how long a reading may take before the log says so: the failsafe's hearing of
+// the standbys is only as fresh as the readings, so an on-call engineer asking why a primary
+// fenced on a busy machine needs to see them slow down.
+const slowReading = 2 * time.Second
+
+// readingLog logs the reading loop's troubles without flooding the log: a failure when its
+// message changes, the first success after failures, and slow readings at most once per
+// slowReportEvery.
+type readingLog struct {
+	lastErr  string
+	lastSlow time.Time
+}
+
+const slowReportEvery = 10 * time.Second
+
+func (r *readingLog) failed(log logr.Logger, err error) {
+	if err.Error() != r.lastErr {
+		log.Info("Reading the server failed; it counts as no reading", "err", err.Error())
+		r.lastErr = err.Error()
 	}
+}
+
+func (r *readingLog) succeeded(log logr.Logger, took time.Duration) {
+	if r.lastErr != "" {
+		log.Info("Reading the server again", "took", took.Round(time.Millisecond).String())
+		r.lastErr = ""
+	}
+	if took > slowReading && time.Since(r.lastSlow) > slowReportEvery {
+		log.Info("Reading the server is slow", "took", took.Round(time.Millisecond).String(), "budget", readingBudget.String())
+		r.lastSlow = time.Now()
+	}
+}
+
+func (m *Manager) readServer(ctx context.Context, conn *pgx.Conn, running contract.Role) (contract.Status, error) {
+	// The clock first, then the position (the reading's first statement): WAL past it was
+	// inserted after this time.
+	at := time.Now()
 	srv, err := pgsql.ReadServer(ctx, conn)
 	if err != nil {
 		m.noteUnknown(running, time.Now())
 		return contract.Status{}, err
+	}
+	var p probe
+	if running == contract.RolePrimary && !srv.InRecovery {
+		lsn, err := contract.ParseLSN(srv.InsertLSN)
+		p = probe{at: at, lsn: lsn, ok: err == nil}
 	}
 	m.noteContact(running, srv, p, time.Now())
 	st := contract.Status{Timeline: srv.Timeline, ReceivedLSN: srv.ReceivedLSN, ReplayedLSN: srv.ReplayedLSN,

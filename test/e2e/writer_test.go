@@ -152,18 +152,24 @@ type writeAck struct {
 
 // writerPace is how often a fleetWriter writes: at most one write per readWrite through the
 // endpoint and per direct on each instance, and after a failed write or connection it waits
-// retry before the next.
+// retry before the next. A login is given login (a TLS handshake and a SCRAM exchange).
 type writerPace struct {
-	readWrite, direct, retry time.Duration
+	readWrite, direct, retry, login time.Duration
 }
 
-// faultPace is the fault tests' writer: a write gap measured to tens of milliseconds.
-var faultPace = writerPace{readWrite: 10 * time.Millisecond, direct: 20 * time.Millisecond, retry: 50 * time.Millisecond}
+// faultPace is the fault tests' writer: a write gap measured to tens of milliseconds, so a login
+// to an address a fault made unreachable is given up after attemptTimeout.
+var faultPace = writerPace{readWrite: 10 * time.Millisecond, direct: 20 * time.Millisecond, retry: 50 * time.Millisecond, login: attemptTimeout}
 
 // lightPace is a writer for benchmarks that run many databases at once: every standby refuses
 // each direct write, and at faultPace the reconnections alone (a postgres backend forked and
-// authenticated for each) held five databases' 2-core machine at a load average of 60.
-var lightPace = writerPace{readWrite: 100 * time.Millisecond, direct: time.Second, retry: time.Second}
+// authenticated for each) held five databases' 2-core machine at a load average of 60. Its
+// logins get 30 s, as connection pools give them (HikariCP's connectionTimeout, and libpq and
+// pgx wait with no limit of their own): at a load average of 100 a TLS handshake and a SCRAM
+// exchange took more than 2 s, and a writer that gave up after 2 s and tried again went 144 s
+// without a connection to a primary that served everyone else, each abandoned login a backend
+// forked for nobody.
+var lightPace = writerPace{readWrite: 100 * time.Millisecond, direct: time.Second, retry: time.Second, login: 30 * time.Second}
 
 // startWriter starts a writer at faultPace.
 func (f *federation) startWriter(t *testing.T, dbc *dbfleetv1alpha1.DatabaseCluster, login credentials) *fleetWriter {
@@ -259,7 +265,7 @@ func (w *fleetWriter) write(ctx context.Context, endpoint func(context.Context) 
 				pause(max(w.pace.retry, 100*time.Millisecond))
 				continue
 			}
-			c, err := w.login.connect(ctx, e, attemptTimeout)
+			c, err := w.login.connect(ctx, e, w.pace.login)
 			if err != nil {
 				pause(max(w.pace.retry, 100*time.Millisecond))
 				continue

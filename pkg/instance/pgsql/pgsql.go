@@ -11,8 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/dbfleet/dbfleet/pkg/contract"
 )
 
 // Credentials are one role's login, as mounted from its Secret.
@@ -220,6 +218,8 @@ type Server struct {
 	// Connected: a standby's walreceiver is connected to a primary (streaming or not yet).
 	Connected        bool
 	SystemIdentifier string
+	// InsertLSN is a primary's WAL insert position, read before anything else of the reading.
+	InsertLSN string
 	// SynchronousStandbyNames is synchronous_standby_names in effect (primary).
 	SynchronousStandbyNames string
 	// Replication are the primary's pg_stat_replication rows, by application name.
@@ -232,41 +232,91 @@ type Replica struct {
 	ApplicationName, State, SyncState, FlushLSN, WriteLSN string
 }
 
-// ReadServer reads the server's replication state.
+// ReadServer reads the server's replication state in one round trip: the statements go out as
+// one pipeline and run in order, each guarded so that none fails on a server of the other role
+// (a failed one would abort the rest). On a starved machine every round trip waits for the
+// backend to be scheduled; six of them made a reading take 3-6 s where the failsafe's hearing of
+// the standbys needs it fresh. A primary's InsertLSN is read first: the caller notes its clock
+// before calling, so WAL past InsertLSN was inserted after that time (the failsafe's probe),
+// and the standbys' replies read after it in the same pipeline are matched against earlier
+// probes only.
 func ReadServer(ctx context.Context, conn *pgx.Conn) (Server, error) {
-	var s Server
-	var sysid int64
-	if err := conn.QueryRow(ctx, "SELECT pg_is_in_recovery(), system_identifier FROM pg_control_system()").Scan(&s.InRecovery, &sysid); err != nil {
-		return s, fmt.Errorf("read recovery state: %w", err)
+	var (
+		s                    Server
+		sysid                int64
+		insert, lsn, walfile string
+		received, replayed   *string
+		lag, tli, recvTLI    *int64
+		status               string
+		replicas             []Replica
+	)
+	b := &pgx.Batch{}
+	b.Queue(`SELECT pg_is_in_recovery(), system_identifier,
+		CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_current_wal_insert_lsn()::text END FROM pg_control_system()`).
+		QueryRow(func(row pgx.Row) error {
+			if err := row.Scan(&s.InRecovery, &sysid, &insert); err != nil {
+				return fmt.Errorf("read recovery state: %w", err)
+			}
+			return nil
+		})
+	b.Queue(`SELECT CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_current_wal_lsn()::text END,
+		CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_walfile_name(pg_current_wal_lsn()) END,
+		current_setting('synchronous_standby_names')`).
+		QueryRow(func(row pgx.Row) error {
+			if err := row.Scan(&lsn, &walfile, &s.SynchronousStandbyNames); err != nil {
+				return fmt.Errorf("read WAL position: %w", err)
+			}
+			return nil
+		})
+	b.Queue(`SELECT coalesce(application_name, ''), coalesce(state, ''), coalesce(sync_state, ''),
+		coalesce(flush_lsn::text, ''), coalesce(write_lsn::text, '') FROM pg_stat_replication ORDER BY application_name, pid`).
+		Query(func(rows pgx.Rows) error {
+			var err error
+			replicas, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Replica, error) {
+				var r Replica
+				err := row.Scan(&r.ApplicationName, &r.State, &r.SyncState, &r.FlushLSN, &r.WriteLSN)
+				return r, err
+			})
+			if err != nil {
+				return fmt.Errorf("read pg_stat_replication: %w", err)
+			}
+			return nil
+		})
+	b.Queue(`SELECT pg_last_wal_receive_lsn()::text, pg_last_wal_replay_lsn()::text,
+		pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::bigint,
+		(SELECT timeline_id FROM pg_control_checkpoint())::bigint`).
+		QueryRow(func(row pgx.Row) error {
+			if err := row.Scan(&received, &replayed, &lag, &tli); err != nil {
+				return fmt.Errorf("read replay position: %w", err)
+			}
+			return nil
+		})
+	// A row exists from when the walreceiver's connection is established until it marks itself
+	// gone, before it disconnects: Connected is what the failsafe's silence counts by.
+	b.Queue("SELECT coalesce(status, ''), received_tli::bigint FROM pg_stat_wal_receiver").
+		QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&status, &recvTLI)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+			case err != nil:
+				return fmt.Errorf("read walreceiver: %w", err)
+			default:
+				s.Connected = true
+			}
+			return nil
+		})
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return s, err
 	}
 	s.SystemIdentifier = strconv.FormatUint(uint64(sysid), 10)
 	if !s.InRecovery {
-		var lsn, walfile string
-		if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text, pg_walfile_name(pg_current_wal_lsn())").Scan(&lsn, &walfile); err != nil {
-			return s, fmt.Errorf("read WAL position: %w", err)
-		}
-		s.ReceivedLSN, s.ReplayedLSN = lsn, lsn
+		s.InsertLSN, s.ReceivedLSN, s.ReplayedLSN, s.Replication = insert, lsn, lsn, replicas
 		if len(walfile) >= 8 {
-			tl, _ := strconv.ParseInt(walfile[:8], 16, 64)
-			s.Timeline = tl
-		}
-		if err := conn.QueryRow(ctx, "SELECT current_setting('synchronous_standby_names')").Scan(&s.SynchronousStandbyNames); err != nil {
-			return s, fmt.Errorf("read synchronous_standby_names: %w", err)
-		}
-		var err error
-		if s.Replication, err = readReplication(ctx, conn); err != nil {
-			return s, err
+			s.Timeline, _ = strconv.ParseInt(walfile[:8], 16, 64)
 		}
 		return s, nil
 	}
-	var received, replayed *string
-	var lag *int64
-	var tli *int64
-	if err := conn.QueryRow(ctx, `SELECT pg_last_wal_receive_lsn()::text, pg_last_wal_replay_lsn()::text,
-		pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::bigint,
-		(SELECT timeline_id FROM pg_control_checkpoint())::bigint`).Scan(&received, &replayed, &lag, &tli); err != nil {
-		return s, fmt.Errorf("read replay position: %w", err)
-	}
+	s.SynchronousStandbyNames = ""
 	if received != nil {
 		s.ReceivedLSN = *received
 	}
@@ -279,50 +329,13 @@ func ReadServer(ctx context.Context, conn *pgx.Conn) (Server, error) {
 	if tli != nil {
 		s.Timeline = *tli
 	}
-	var recvTLI *int64
-	var status string
-	// A row exists from when the walreceiver's connection is established until it marks itself
-	// gone, before it disconnects: Connected is what the failsafe's silence counts by.
-	err := conn.QueryRow(ctx, "SELECT coalesce(status, ''), received_tli::bigint FROM pg_stat_wal_receiver").Scan(&status, &recvTLI)
-	switch {
-	case err == pgx.ErrNoRows:
-	case err != nil:
-		return s, fmt.Errorf("read walreceiver: %w", err)
-	default:
-		s.Connected = true
+	if s.Connected {
 		s.Streaming = status == "streaming"
 		if s.Streaming && recvTLI != nil && *recvTLI > s.Timeline {
 			s.Timeline = *recvTLI
 		}
 	}
 	return s, nil
-}
-
-// InsertLSN is the primary's WAL insert position: every WAL byte past it is inserted after the
-// call. It fails on a server in recovery.
-func InsertLSN(ctx context.Context, conn *pgx.Conn) (contract.LSN, error) {
-	var lsn string
-	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn); err != nil {
-		return 0, fmt.Errorf("read WAL insert position: %w", err)
-	}
-	return contract.ParseLSN(lsn)
-}
-
-func readReplication(ctx context.Context, conn *pgx.Conn) ([]Replica, error) {
-	rows, err := conn.Query(ctx, `SELECT coalesce(application_name, ''), coalesce(state, ''), coalesce(sync_state, ''),
-		coalesce(flush_lsn::text, ''), coalesce(write_lsn::text, '') FROM pg_stat_replication ORDER BY application_name, pid`)
-	if err != nil {
-		return nil, fmt.Errorf("read pg_stat_replication: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Replica, error) {
-		var r Replica
-		err := row.Scan(&r.ApplicationName, &r.State, &r.SyncState, &r.FlushLSN, &r.WriteLSN)
-		return r, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read pg_stat_replication: %w", err)
-	}
-	return out, nil
 }
 
 // IdentifySystem asks the server at host:port, over the replication protocol as the replication
