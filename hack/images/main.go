@@ -264,6 +264,9 @@ func agentImage(tmp string, m buildMeta) (*ociimage.Layer, ociimage.Config, erro
 var (
 	pgLib   = "/usr/lib/postgresql/" + pgMajor
 	pgShare = "/usr/share/postgresql/" + pgMajor
+	// pgbackrest archives WAL and takes and restores backups (Debian's package of the version
+	// DESIGN.md names); it is installed where missing (hostPackage).
+	pgbackrest = "/usr/bin/pgbackrest"
 	// Tools of the entrypoint script, and the shell (the official image has a shell too).
 	shellTools = []string{"/bin/sh", "/bin/cat", "/bin/chmod", "/bin/chown", "/bin/id", "/bin/ls", "/bin/mkdir", "/bin/rm", "/usr/bin/setpriv"}
 )
@@ -275,11 +278,14 @@ var entrypoint []byte
 
 // postgresImage is PostgreSQL 15 from this machine's packages: /usr/lib/postgresql/15 (without
 // the LLVM JIT, whose library alone is larger than the rest), /usr/share/postgresql/15, the time
-// zone data, the shared libraries all of it links (ldd), a shell and the entrypoint's tools, the
-// postgres user as uid 999, PATH and PGDATA as the official image sets them.
+// zone data, pgbackrest, the shared libraries all of it links (ldd), a shell and the entrypoint's
+// tools, the postgres user as uid 999, PATH and PGDATA as the official image sets them.
 func postgresImage(string, buildMeta) (*ociimage.Layer, ociimage.Config, error) {
-	if _, err := os.Stat(filepath.Join(pgLib, "bin", "postgres")); err != nil {
-		return nil, ociimage.Config{}, fmt.Errorf("the postgres image is made from this machine's PostgreSQL %s packages (apt-get install postgresql-%s): %w", pgMajor, pgMajor, err)
+	if err := hostPackage(filepath.Join(pgLib, "bin", "postgres"), "postgresql-"+pgMajor); err != nil {
+		return nil, ociimage.Config{}, fmt.Errorf("the postgres image is made from this machine's PostgreSQL %s packages: %w", pgMajor, err)
+	}
+	if err := hostPackage(pgbackrest, "pgbackrest"); err != nil {
+		return nil, ociimage.Config{}, fmt.Errorf("the postgres image carries this machine's pgbackrest: %w", err)
 	}
 	l := base()
 	skip := func(p string) bool {
@@ -309,7 +315,7 @@ func postgresImage(string, buildMeta) (*ociimage.Layer, ociimage.Config, error) 
 	}); err != nil {
 		return nil, ociimage.Config{}, fmt.Errorf("list %s: %w", pgLib, err)
 	}
-	for _, t := range shellTools {
+	for _, t := range append([]string{pgbackrest}, shellTools...) {
 		if err := l.AddHostPath(t); err != nil {
 			return nil, ociimage.Config{}, err
 		}
@@ -337,6 +343,31 @@ func postgresImage(string, buildMeta) (*ociimage.Layer, ociimage.Config, error) 
 			"PGDATA=/var/lib/postgresql/data",
 		},
 	}, nil
+}
+
+// hostPackage makes sure path exists, installing the Debian package pkg with apt-get when it does
+// not and this runs as root (as .ci/run and localfed up install theirs); otherwise it says what
+// to install.
+func hostPackage(path, pkg string) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	if _, err := exec.LookPath("apt-get"); err != nil || os.Geteuid() != 0 {
+		return fmt.Errorf("%s is missing: install the Debian package %s (apt-get install %s, as root)", path, pkg, pkg)
+	}
+	fmt.Printf("[images] installing the Debian package %s (apt-get, as root) for %s\n", pkg, path)
+	for _, args := range [][]string{{"update", "-qq"}, {"install", "-y", "-qq", "--no-install-recommends", pkg}} {
+		cmd := exec.Command("apt-get", args...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("apt-get %s: %w", strings.Join(args, " "), err)
+		}
+	}
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("apt-get installed %s but %w", pkg, err)
+	}
+	return nil
 }
 
 func isELF(p string) bool {

@@ -28,8 +28,9 @@ func TestPostgresImageContents(t *testing.T) {
 		pgLib + "/bin/pg_controldata", pgLib + "/bin/pg_isready", pgLib + "/bin/psql",
 		pgShare + "/postgres.bki", "/usr/share/zoneinfo/UTC",
 		"/bin/sh", "/usr/bin/setpriv", "/usr/local/bin/docker-entrypoint.sh", "/etc/passwd", "/var/lib/postgresql/data",
+		pgbackrest,
 	}
-	libs, err := lddClosure([]string{pgLib + "/bin/postgres", "/bin/sh"})
+	libs, err := lddClosure([]string{pgLib + "/bin/postgres", "/bin/sh", pgbackrest})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,8 @@ func (f *fed) startObjectStore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	serving, err := certs.Issue(ca, certs.Request{CommonName: "localfed object store", Hosts: []string{address, "localhost"}, Usage: certs.Server}, now, certs.CAValidity)
+	serving, err := certs.Issue(ca, certs.Request{CommonName: "localfed object store", Hosts: []string{address, "localhost"}, Usage: certs.Server,
+		IPsAsDNSNames: true}, now, certs.CAValidity)
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,11 @@ type Request struct {
 	CommonName string
 	// Hosts are DNS names and IP addresses (server certificates).
 	Hosts []string
-	Usage Usage
+	// IPsAsDNSNames also writes each IP address of Hosts as a dNSName: pgBackRest 2.45 matches the
+	// address it dials against a certificate's dNSNames alone, never its iPAddresses, so a store
+	// reached by IP must carry the address as a name too (other clients ignore the extra entry).
+	IPsAsDNSNames bool
+	Usage         Usage
 }
 
 // Pair is a certificate and its private key, PEM encoded.
@@ -96,6 +100,9 @@ func Issue(ca Pair, req Request, now time.Time, validity time.Duration) (Pair, e
 		for _, h := range req.Hosts {
 			if ip := net.ParseIP(h); ip != nil {
 				tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+				if req.IPsAsDNSNames {
+					tmpl.DNSNames = append(tmpl.DNSNames, h)
+				}
 			} else {
 				tmpl.DNSNames = append(tmpl.DNSNames, h)
 			}

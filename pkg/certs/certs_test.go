@@ -5,6 +5,8 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -97,4 +99,35 @@ func caFor(t *testing.T, name string, parent *Pair) Pair {
 		t.Fatal(err)
 	}
 	return pair
+}
+
+func TestIPsAsDNSNamesNameAnAddressBothWays(t *testing.T) {
+	now := time.Now()
+	ca, err := NewCA("store CA", now, CAValidity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, asNames := range []bool{false, true} {
+		leaf, err := Issue(ca, Request{CommonName: "store", Hosts: []string{"10.200.254.1", "localhost"}, Usage: Server, IPsAsDNSNames: asNames}, now, LeafValidity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, _, err := parsePair(leaf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cert.IPAddresses) != 1 || !cert.IPAddresses[0].Equal(net.ParseIP("10.200.254.1")) {
+			t.Errorf("IPsAsDNSNames %v: iPAddresses %v, want 10.200.254.1", asNames, cert.IPAddresses)
+		}
+		want := []string{"localhost"}
+		if asNames {
+			want = []string{"10.200.254.1", "localhost"}
+		}
+		if !slices.Equal(cert.DNSNames, want) {
+			t.Errorf("IPsAsDNSNames %v: dNSNames %v, want %v", asNames, cert.DNSNames, want)
+		}
+		if err := cert.VerifyHostname("10.200.254.1"); err != nil {
+			t.Errorf("IPsAsDNSNames %v: %v", asNames, err)
+		}
+	}
 }
