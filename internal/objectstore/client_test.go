@@ -59,8 +59,8 @@ func startStore(t *testing.T, creds Credentials) (endpoint string, caPEM []byte)
 		t.Fatal(err)
 	}
 	p, err := process.Start(process.Spec{Name: "versitygw",
-		Args: []string{versitygw(t), "--port", port.Addr(), "--cert", certFile, "--key", keyFile, "posix", data},
-		Env:  []string{"ROOT_ACCESS_KEY_ID=" + creds.AccessKeyID, "ROOT_SECRET_ACCESS_KEY=" + creds.SecretAccessKey},
+		Args:    []string{versitygw(t), "--port", port.Addr(), "--cert", certFile, "--key", keyFile, "posix", data},
+		Env:     []string{"ROOT_ACCESS_KEY_ID=" + creds.AccessKeyID, "ROOT_SECRET_ACCESS_KEY=" + creds.SecretAccessKey},
 		LogFile: filepath.Join(dir, "versitygw.log"), Ports: []*process.Port{port}})
 	if err != nil {
 		t.Fatal(err)
