@@ -25,6 +25,9 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) >= 2 && os.Args[1] == "wal-archive" {
+		os.Exit(walArchive(os.Args[2:]))
+	}
 	opts := instance.Options{}
 	zapOpts := zap.Options{}
 	fs := pflag.NewFlagSet("dbfleet-instance", pflag.ExitOnError)

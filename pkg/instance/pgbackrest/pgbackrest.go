@@ -144,17 +144,37 @@ func (t Tool) run(ctx context.Context, args ...string) ([]byte, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			msg = strings.TrimSpace(stdout.String())
+		out := strings.TrimSpace(stderr.String())
+		if out == "" {
+			out = strings.TrimSpace(stdout.String())
 		}
-		if len(msg) > 2000 {
-			msg = "…" + msg[len(msg)-2000:]
-		}
-		return nil, fmt.Errorf("pgbackrest %s (%s): %w: %s", strings.Join(args, " "), t.Repo.Where(), err, msg)
+		return nil, &Error{Args: args, Where: t.Repo.Where(), Err: err, Output: out}
 	}
 	return stdout.Bytes(), nil
 }
+
+// Error is a pgbackrest command that failed, with all it printed (pgBackRest prints the request
+// and the store's whole answer after its one-line message).
+type Error struct {
+	Args   []string
+	Where  string // the repository
+	Err    error  // the exit status
+	Output string
+}
+
+// maxErrorOutput bounds what Error() shows of the output: its beginning (pgBackRest's message)
+// and its end (the store's answer).
+const maxErrorOutput = 2000
+
+func (e *Error) Error() string {
+	out := e.Output
+	if len(out) > maxErrorOutput {
+		out = out[:maxErrorOutput/2] + " … " + out[len(out)-maxErrorOutput/2:]
+	}
+	return fmt.Sprintf("pgbackrest %s (%s): %v: %s", strings.Join(e.Args, " "), e.Where, e.Err, out)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
 
 // StanzaCreate creates the stanza in the repository, or checks the existing one belongs to this
 // database (same system identifier and version).

@@ -244,6 +244,26 @@ func TestArchiveBackupAndRestoreThroughARealStore(t *testing.T) {
 		t.Fatalf("restored to %s: rows %v, want [1 2]", between.Format(time.RFC3339Nano), got)
 	}
 
+	// archive_command's wrapper records what it did: the segment, and the store's refusal.
+	record := filepath.Join(scratch, "archived.json")
+	if err := tool.ArchivePush(ctx, filepath.Join(src.dir, "pg_wal", last), record); err != nil {
+		t.Fatalf("pushing %s again (already archived, same content): %v", last, err)
+	}
+	if r, ok, err := pgbackrest.ReadArchived(record); err != nil || !ok || r.WAL != last || r.Error != "" {
+		t.Fatalf("record after a push: %+v %v %v", r, ok, err)
+	}
+	refused := tool
+	refused.Repo.SecretAccessKey = "not-the-secret"
+	if err := refused.ArchivePush(ctx, filepath.Join(src.dir, "pg_wal", last), record); err == nil {
+		t.Fatal("a push with a wrong secret succeeded")
+	}
+	r, ok, err := pgbackrest.ReadArchived(record)
+	if err != nil || !ok || r.WAL != last || !strings.Contains(r.Error, "SignatureDoesNotMatch") ||
+		!strings.Contains(r.Error, "s3://backups/shop/orders at "+store.Endpoint) || strings.Contains(r.Error, "\n") {
+		t.Fatalf("record after a refused push: %+v %v %v; want one line naming SignatureDoesNotMatch and the repository", r, ok, err)
+	}
+	t.Logf("a refused push: %s", r.Error)
+
 	// Bad input says where it failed.
 	wrong := tool
 	wrong.Repo.SecretAccessKey = "not-the-secret"
