@@ -21,6 +21,10 @@ const (
 	EnvSuperuserFromNetwork = "DBFLEET_SUPERUSER_FROM_NETWORK"
 	EnvPollInterval         = "DBFLEET_POLL_INTERVAL"
 	EnvFailsafe             = "DBFLEET_FAILSAFE"
+	// EnvBackupDir is where the backup repository is described (BackupKey* files); unset: no
+	// backups, no archiving.
+	EnvBackupDir      = "DBFLEET_BACKUP_DIR"
+	EnvArchiveTimeout = "DBFLEET_ARCHIVE_TIMEOUT"
 )
 
 // The keys of a credentials Secret (<db>-superuser, <db>-replication, <db>-app). The hub writes
@@ -62,3 +66,15 @@ const StatusClientName = "dbfleet-agent"
 func TLSServerName(database, namespace string) string {
 	return database + "-rw." + namespace + ".svc"
 }
+
+// The files of the backup repository's directory (EnvBackupDir): one value each, as a mounted
+// ConfigMap and Secret give them. BackupKeyCA is optional (the system's CAs otherwise).
+const (
+	BackupKeyEndpoint        = "endpoint"
+	BackupKeyBucket          = "bucket"
+	BackupKeyPath            = "path"
+	BackupKeyRegion          = "region"
+	BackupKeyAccessKeyID     = "ACCESS_KEY_ID"
+	BackupKeySecretAccessKey = "SECRET_ACCESS_KEY"
+	BackupKeyCA              = "ca.crt"
+)

@@ -133,6 +133,8 @@ type Status struct {
 	// keep taking writes without its Lease, and whom it has not heard within FailsafeWindow; nil
 	// with the failsafe off. No member unheard: should its Lease run out, it goes on.
 	Failsafe *Failsafe `json:"failsafe,omitempty"`
+	// Archive is, on a primary of a database with a backup repository, its continuous archiving.
+	Archive *Archive `json:"archive,omitempty"`
 	// PrimarySilenceSeconds is, on a standby (or a stopped instance), how long in whole seconds
 	// (rounded down) it has exchanged nothing with any primary: 0 while its walreceiver is
 	// connected. Absent while postgres runs as primary.
@@ -143,6 +145,24 @@ type Status struct {
 	// Reason and Message explain the role when it is not what was asked for.
 	Reason  Reason `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
+}
+
+// Archive is a primary's continuous archiving of its WAL to the backup repository. Times are
+// RFC 3339; postgres keeps every segment not yet archived, so a failing archive loses nothing
+// while the volume has room.
+type Archive struct {
+	// Repository is where the WAL goes: s3://bucket/path at endpoint.
+	Repository string `json:"repository"`
+	// LastArchivedWAL and LastArchivedTime: the newest segment in the repository, and when it
+	// went (postgres's pg_stat_archiver).
+	LastArchivedWAL  string `json:"lastArchivedWAL,omitempty"`
+	LastArchivedTime string `json:"lastArchivedTime,omitempty"`
+	// LastFailedWAL and LastFailedTime: the last segment whose push failed, and when.
+	LastFailedWAL  string `json:"lastFailedWAL,omitempty"`
+	LastFailedTime string `json:"lastFailedTime,omitempty"`
+	// Error is why the last push failed (pgBackRest's message, the store's error code, the
+	// repository), or why the repository could not be prepared; empty while archiving works.
+	Error string `json:"error,omitempty"`
 }
 
 // Synchronous is a primary's synchronous replication; the field names are the API's

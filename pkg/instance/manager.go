@@ -96,6 +96,10 @@ type Manager struct {
 		sync.Mutex
 		conn *pgx.Conn
 	}
+	// archive is continuous archiving (archive.go); nil without a backup repository. self is
+	// this program, which postgres runs as archive_command.
+	archive *archiving
+	self    string
 	// lastReading is when the last reading of the running primary ended (for fence messages).
 	lastReading time.Time
 }
@@ -123,6 +127,14 @@ func New(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	archive, err := newArchiving(opts, cred)
+	if err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("this program's path (archive_command runs it): %w", err)
+	}
 	cfg, err := restConfig(opts.Kubeconfig)
 	if err != nil {
 		return nil, err
@@ -131,7 +143,9 @@ func New(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	return newManager(opts, binDir, cred, owner, creds, cs), nil
+	m := newManager(opts, binDir, cred, owner, creds, cs)
+	m.archive, m.self = archive, self
+	return m, nil
 }
 
 func newManager(opts Options, binDir string, cred *syscall.Credential, owner *pgconf.Owner, creds credentials, cs kubernetes.Interface) *Manager {
@@ -173,6 +187,17 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.log.Info("Starting", "uid", os.Geteuid(), "gid", os.Getegid(), "dataDir", m.dataDir)
 	if err := m.prepareVolume(); err != nil {
 		return err
+	}
+	if m.archive != nil {
+		if err := m.archive.prepare(m.owner); err != nil {
+			return err
+		}
+		env, err := m.archive.postgresEnv()
+		if err != nil {
+			return err
+		}
+		m.proc.Env = env
+		m.log.Info("Archiving WAL while primary", "repository", m.archive.tool.Repo.Where(), "archiveTimeout", m.opts.ArchiveTimeout.String())
 	}
 	if _, err := pgconf.WriteTLS(m.dataDir, m.credentials().tls, m.owner); err != nil {
 		return fmt.Errorf("write the TLS files: %w", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/dbfleet/dbfleet/pkg/contract"
+	"github.com/dbfleet/dbfleet/pkg/instance/pgbackrest"
 	"github.com/dbfleet/dbfleet/pkg/instance/pgconf"
 	"github.com/dbfleet/dbfleet/pkg/instance/pgsql"
 )
@@ -29,6 +30,8 @@ const (
 	DefaultPostgresPort = 5432
 	DefaultRunAs        = "postgres"
 	DefaultPollInterval = time.Second
+	// DefaultArchiveTimeout bounds what a loss of every member loses beside the segment in flight.
+	DefaultArchiveTimeout = time.Minute
 )
 
 // Options configure one instance manager.
@@ -60,6 +63,14 @@ type Options struct {
 	// between them are then out of the write path. On by default; off, a primary stops at its
 	// Lease's deadline whatever it hears. The silence a failover waits for is kept either way.
 	Failsafe bool
+	// BackupDir describes the backup repository (contract.BackupKey* files); empty: no backups,
+	// and the primary archives nothing.
+	BackupDir string
+	// ArchiveTimeout is archive_timeout: with writes, a segment goes to the repository at least
+	// this often.
+	ArchiveTimeout time.Duration
+	// PGBackRest is the pgbackrest program.
+	PGBackRest string
 }
 
 // AddFlags registers the options on fs, each defaulting to its environment variable.
@@ -81,6 +92,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.RunAs, "run-as", envString(contract.EnvRunAs, DefaultRunAs), "User postgres runs as when the manager runs as root. Env "+contract.EnvRunAs+".")
 	fs.BoolVar(&o.SuperuserFromNetwork, "superuser-from-network", envBool(contract.EnvSuperuserFromNetwork, false), "Let the superuser log in from other hosts (with its password); by default only over loopback (the manager, a kubectl exec). Env "+contract.EnvSuperuserFromNetwork+".")
 	fs.DurationVar(&o.PollInterval, "poll-interval", envDuration(contract.EnvPollInterval, DefaultPollInterval), "How often the Pod and the primary Lease are read. Env "+contract.EnvPollInterval+".")
+	fs.StringVar(&o.BackupDir, "backup-dir", os.Getenv(contract.EnvBackupDir), "Directory describing the backup repository (files endpoint, bucket, path, region, ACCESS_KEY_ID, SECRET_ACCESS_KEY, optional ca.crt); empty: no backups, no WAL archive. Env "+contract.EnvBackupDir+".")
+	fs.DurationVar(&o.ArchiveTimeout, "archive-timeout", envDuration(contract.EnvArchiveTimeout, DefaultArchiveTimeout), "archive_timeout: with writes, WAL reaches the repository at least this often. Env "+contract.EnvArchiveTimeout+".")
+	fs.StringVar(&o.PGBackRest, "pgbackrest", "pgbackrest", "The pgbackrest program.")
 	fs.BoolVar(&o.Failsafe, "failsafe", envBool(contract.EnvFailsafe, true), "Keep a primary whose Lease can no longer be renewed taking writes while it hears every standby (docs/failover.md); false: it stops at the Lease's deadline. Env "+contract.EnvFailsafe+".")
 }
 
@@ -97,6 +111,9 @@ func (o *Options) Validate() error {
 	}
 	if o.PollInterval <= 0 {
 		errs = append(errs, errors.New("--poll-interval must be positive"))
+	}
+	if o.BackupDir != "" && o.ArchiveTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("--archive-timeout %s: at least 1s", o.ArchiveTimeout))
 	}
 	return errors.Join(errs...)
 }
@@ -238,4 +255,38 @@ func envDuration(key string, def time.Duration) time.Duration {
 		return d
 	}
 	return def
+}
+
+// readBackup reads the backup repository's description from BackupDir.
+func (o *Options) readBackup() (pgbackrest.Repo, error) {
+	read := func(key string, optional bool) (string, error) {
+		b, err := os.ReadFile(filepath.Join(o.BackupDir, key))
+		if errors.Is(err, os.ErrNotExist) && optional {
+			return "", nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("backup repository: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	var r pgbackrest.Repo
+	var err error
+	for _, f := range []struct {
+		key string
+		to  *string
+	}{{contract.BackupKeyEndpoint, &r.Endpoint}, {contract.BackupKeyBucket, &r.Bucket}, {contract.BackupKeyPath, &r.Path},
+		{contract.BackupKeyRegion, &r.Region}, {contract.BackupKeyAccessKeyID, &r.AccessKeyID}, {contract.BackupKeySecretAccessKey, &r.SecretAccessKey}} {
+		if *f.to, err = read(f.key, false); err != nil {
+			return r, err
+		}
+	}
+	if ca, err := read(contract.BackupKeyCA, true); err != nil {
+		return r, err
+	} else if ca != "" {
+		r.CAFile = filepath.Join(o.BackupDir, contract.BackupKeyCA)
+	}
+	if err := r.Validate(); err != nil {
+		return r, fmt.Errorf("backup repository in %s: %w", o.BackupDir, err)
+	}
+	return r, nil
 }

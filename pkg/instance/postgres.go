@@ -43,12 +43,14 @@ func (m *Manager) start(mode contract.Role, epoch int64) error {
 
 // writeConfig writes dbfleet.conf and pg_hba.conf.
 func (m *Manager) writeConfig() error {
-	return pgconf.Write(m.dataDir,
-		pgconf.Settings{Port: m.opts.PostgresPort, ListenAddresses: m.opts.ListenAddresses, ClusterName: m.opts.PodName,
-			TLS: pgconf.TLSPaths(m.dataDir)},
-		pgconf.Auth{Superuser: m.credentials().superuser.Username, Replication: m.credentials().replication.Username,
-			SuperuserFromNetwork: m.opts.SuperuserFromNetwork},
-		m.owner)
+	s := pgconf.Settings{Port: m.opts.PostgresPort, ListenAddresses: m.opts.ListenAddresses, ClusterName: m.opts.PodName,
+		TLS: pgconf.TLSPaths(m.dataDir)}
+	a := pgconf.Auth{Superuser: m.credentials().superuser.Username, Replication: m.credentials().replication.Username,
+		SuperuserFromNetwork: m.opts.SuperuserFromNetwork}
+	if m.archive != nil {
+		s.Archive, a.SuperuserBySocket = m.archive.settings(m.self, m.opts.ArchiveTimeout), true
+	}
+	return pgconf.Write(m.dataDir, s, a, m.owner)
 }
 
 // withConn runs f on the manager's own superuser connection to the local postgres, waiting (up

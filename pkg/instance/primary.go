@@ -56,6 +56,7 @@ func (m *Manager) runPrimary(ctx context.Context, d decide.Decision, snap observ
 			return err
 		}
 	}
+	m.ensureStanza(ctx)
 	if err := m.syncSynchronous(ctx, snap.Synchronous, true); err != nil {
 		return err
 	}

@@ -305,6 +305,7 @@ func (m *Manager) readServer(ctx context.Context, conn *pgx.Conn, running contra
 	case running == contract.RolePrimary && !srv.InRecovery:
 		st.Ready = pgsql.Write(ctx, conn) == nil
 		st.Synchronous = &contract.Synchronous{StandbyNames: srv.SynchronousStandbyNames}
+		st.Archive = m.archiveStatus(srv.Archiver)
 		for _, r := range srv.Replication {
 			st.Replication = append(st.Replication, contract.Replica{Pod: r.ApplicationName, State: r.State, SyncState: r.SyncState, FlushLSN: r.FlushLSN})
 		}

@@ -44,6 +44,27 @@ type Settings struct {
 	ClusterName string
 	// TLS are the server's certificate, key and CA files (TLSPaths).
 	TLS TLSFiles
+	// Archive, when set, turns on continuous archiving (postgres archives only while primary).
+	Archive *Archive
+}
+
+func socketDirs(a *Archive) string {
+	if a == nil {
+		return "''"
+	}
+	return Quote(a.SocketDir)
+}
+
+// Archive is how a primary archives its WAL.
+type Archive struct {
+	// Command is archive_command.
+	Command string
+	// Timeout is archive_timeout: a segment is switched, so archived, at least this often while
+	// there are writes (the most a total loss could lose, beside the segment in flight).
+	Timeout time.Duration
+	// SocketDir is a directory of postgres's own for its Unix socket: pgBackRest reaches the
+	// server only by its socket (to take a backup, to create the stanza).
+	SocketDir string
 }
 
 // Auth says who may connect.
@@ -52,6 +73,9 @@ type Auth struct {
 	Superuser, Replication string
 	// SuperuserFromNetwork lets the superuser log in over the network (with its password).
 	SuperuserFromNetwork bool
+	// SuperuserBySocket lets the superuser log in by the Unix socket (with its password), for
+	// pgBackRest; the socket's directory and the socket are postgres's user's alone.
+	SuperuserBySocket bool
 }
 
 // HasData says whether dir holds an initialised database.
@@ -76,8 +100,8 @@ func Write(dir string, s Settings, a Auth, owner *Owner) error {
 	for _, kv := range [][2]string{
 		{"listen_addresses", Quote(s.ListenAddresses)},
 		{"port", fmt.Sprint(s.Port)},
-		// The manager connects over TCP; no socket directory to create or share.
-		{"unix_socket_directories", "''"},
+		// The manager connects over TCP; a socket only for pgBackRest (Archive.SocketDir).
+		{"unix_socket_directories", socketDirs(s.Archive)},
 		{"cluster_name", Quote(s.ClusterName)},
 		{"password_encryption", "'scram-sha-256'"},
 		{"wal_level", "replica"},
@@ -115,6 +139,16 @@ func Write(dir string, s Settings, a Auth, owner *Owner) error {
 	} {
 		fmt.Fprintf(&b, "%s = %s\n", kv[0], kv[1])
 	}
+	if a := s.Archive; a != nil {
+		for _, kv := range [][2]string{
+			{"archive_mode", "on"},
+			{"archive_command", Quote(a.Command)},
+			{"archive_timeout", fmt.Sprintf("'%ds'", int(a.Timeout.Seconds()))},
+			{"unix_socket_permissions", "0700"},
+		} {
+			fmt.Fprintf(&b, "%s = %s\n", kv[0], kv[1])
+		}
+	}
 	fmt.Fprintf(&b, "include_if_exists = %s\n", Quote(StandbyConfFile))
 	fmt.Fprintf(&b, "include_if_exists = %s\n", Quote(SynchronousConfFile))
 	if err := writeFile(filepath.Join(dir, ConfFile), []byte(b.String()), owner); err != nil {
@@ -133,6 +167,9 @@ func HBA(a Auth) string {
 	b.WriteString("# Written by dbfleet-instance at every start; edits are lost.\n")
 	b.WriteString("# TYPE  DATABASE  USER  ADDRESS  METHOD\n")
 	su, repl := hbaName(a.Superuser), hbaName(a.Replication)
+	if a.SuperuserBySocket {
+		fmt.Fprintf(&b, "local all %s scram-sha-256\n", su)
+	}
 	fmt.Fprintf(&b, "host all %s 127.0.0.1/32 scram-sha-256\n", su)
 	fmt.Fprintf(&b, "host all %s ::1/128 scram-sha-256\n", su)
 	if !a.SuperuserFromNetwork {

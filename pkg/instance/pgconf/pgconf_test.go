@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSlotName(t *testing.T) {
@@ -153,5 +154,49 @@ func TestStateIgnoresAnotherPodsCopy(t *testing.T) {
 	}
 	if s, err := ReadState(dir, "west-1"); err != nil || s.PromotedEpoch != 0 || s.FencedEpoch != 0 {
 		t.Fatalf("another pod's state = %+v, %v; want it ignored", s, err)
+	}
+}
+
+func TestWriteArchives(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "postgresql.conf"), nil, 0o600); err != nil { // as initdb leaves it
+		t.Fatal(err)
+	}
+	base := Settings{Port: 5432, ListenAddresses: "*", ClusterName: "db-0", TLS: TLSPaths(dir)}
+	auth := Auth{Superuser: "postgres", Replication: "streaming_replica"}
+	if err := Write(dir, base, auth, nil); err != nil {
+		t.Fatal(err)
+	}
+	conf, err := os.ReadFile(filepath.Join(dir, ConfFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(conf), "archive_mode") || !strings.Contains(string(conf), "unix_socket_directories = ''\n") {
+		t.Errorf("without a repository: archiving or a socket:\n%s", conf)
+	}
+	if strings.Contains(HBA(auth), "local ") {
+		t.Errorf("without a repository, a socket login:\n%s", HBA(auth))
+	}
+
+	base.Archive = &Archive{Command: "/dbfleet/dbfleet-instance wal-archive %p", Timeout: time.Minute, SocketDir: "/v/run"}
+	auth.SuperuserBySocket = true
+	if err := Write(dir, base, auth, nil); err != nil {
+		t.Fatal(err)
+	}
+	if conf, err = os.ReadFile(filepath.Join(dir, ConfFile)); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"archive_mode = on", "archive_command = '/dbfleet/dbfleet-instance wal-archive %p'",
+		"archive_timeout = '60s'", "unix_socket_directories = '/v/run'", "unix_socket_permissions = 0700"} {
+		if strings.Count(string(conf), line+"\n") != 1 {
+			t.Errorf("dbfleet.conf lacks %q once:\n%s", line, conf)
+		}
+	}
+	if strings.Count(string(conf), "unix_socket_directories") != 1 {
+		t.Errorf("unix_socket_directories set twice:\n%s", conf)
+	}
+	hba := HBA(auth)
+	if local := strings.Index(hba, `local all "postgres" scram-sha-256`); local < 0 || strings.Contains(hba, "local all all") {
+		t.Errorf("the socket takes the superuser alone, with SCRAM:\n%s", hba)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -218,12 +219,21 @@ type Server struct {
 	// Connected: a standby's walreceiver is connected to a primary (streaming or not yet).
 	Connected        bool
 	SystemIdentifier string
+	// Archiver is pg_stat_archiver (a primary with archive_mode on).
+	Archiver Archiver
 	// InsertLSN is a primary's WAL insert position, read before anything else of the reading.
 	InsertLSN string
 	// SynchronousStandbyNames is synchronous_standby_names in effect (primary).
 	SynchronousStandbyNames string
 	// Replication are the primary's pg_stat_replication rows, by application name.
 	Replication []Replica
+}
+
+// Archiver is what pg_stat_archiver says of archive_command: the last segment archived and the
+// last one that failed, with their times (zero: none since the statistics began).
+type Archiver struct {
+	LastArchivedWAL, LastFailedWAL   string
+	LastArchivedTime, LastFailedTime time.Time
 }
 
 // Replica is one row of pg_stat_replication. WriteLSN is what the standby's last reply said it
@@ -302,6 +312,20 @@ func ReadServer(ctx context.Context, conn *pgx.Conn) (Server, error) {
 				return fmt.Errorf("read walreceiver: %w", err)
 			default:
 				s.Connected = true
+			}
+			return nil
+		})
+	b.Queue(`SELECT coalesce(last_archived_wal, ''), last_archived_time, coalesce(last_failed_wal, ''), last_failed_time FROM pg_stat_archiver`).
+		QueryRow(func(row pgx.Row) error {
+			var archived, failed *time.Time
+			if err := row.Scan(&s.Archiver.LastArchivedWAL, &archived, &s.Archiver.LastFailedWAL, &failed); err != nil {
+				return fmt.Errorf("read pg_stat_archiver: %w", err)
+			}
+			if archived != nil {
+				s.Archiver.LastArchivedTime = *archived
+			}
+			if failed != nil {
+				s.Archiver.LastFailedTime = *failed
 			}
 			return nil
 		})

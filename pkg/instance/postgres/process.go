@@ -17,6 +17,8 @@ type Process struct {
 	DataDir string
 	// Output receives postgres' stdout and stderr (its log).
 	Output io.Writer
+	// Env is added to the environment postgres inherits (archive_command's options).
+	Env []string
 
 	mu      sync.Mutex
 	proc    *os.Process
@@ -44,6 +46,9 @@ func (p *Process) Start() error {
 	}
 	cmd := p.Bins.command("postgres", "-D", p.DataDir)
 	cmd.Stdout, cmd.Stderr = p.Output, p.Output
+	if len(p.Env) > 0 {
+		cmd.Env = append(os.Environ(), p.Env...)
+	}
 	// If the manager dies, postgres must not keep taking writes that nobody fences.
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGQUIT
 	if err := cmd.Start(); err != nil {

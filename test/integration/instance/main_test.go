@@ -47,6 +47,11 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	// postgres's user runs it too, as archive_command.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	binary = filepath.Join(dir, "dbfleet-instance")
 	build := exec.Command("go", "build", "-o", binary, "./cmd/instance")
 	build.Dir = framework.RepoRoot()
