@@ -23,6 +23,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	_ "embed"
 	"flag"
 	"fmt"
@@ -34,6 +35,7 @@ import (
 	"time"
 
 	"github.com/dbfleet/dbfleet/hack/images/ociimage"
+	"github.com/dbfleet/dbfleet/internal/debpkg"
 	"github.com/dbfleet/dbfleet/pkg/images"
 )
 
@@ -356,13 +358,8 @@ func hostPackage(path, pkg string) error {
 		return fmt.Errorf("%s is missing: install the Debian package %s (apt-get install %s, as root)", path, pkg, pkg)
 	}
 	fmt.Printf("[images] installing the Debian package %s (apt-get, as root) for %s\n", pkg, path)
-	for _, args := range [][]string{{"update", "-qq"}, {"install", "-y", "-qq", "--no-install-recommends", pkg}} {
-		cmd := exec.Command("apt-get", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("apt-get %s: %w", strings.Join(args, " "), err)
-		}
+	if err := debpkg.Install(context.Background(), pkg); err != nil {
+		return err
 	}
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("apt-get installed %s but %w", pkg, err)

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/dbfleet/dbfleet/hack/localfed/layout"
+	"github.com/dbfleet/dbfleet/internal/debpkg"
 	"github.com/dbfleet/dbfleet/internal/process"
 )
 
@@ -292,16 +293,8 @@ func ensureHostTools(ctx context.Context) error {
 	if _, err := exec.LookPath("apt-get"); err != nil {
 		return fmt.Errorf("real nodes need %s and there is no apt-get to install them: install them, %s", strings.Join(missing, ", "), kwokHint)
 	}
-	upd := exec.CommandContext(ctx, "apt-get", "update", "-qq")
-	upd.Stdout, upd.Stderr = os.Stdout, os.Stderr
-	if err := upd.Run(); err != nil {
-		return fmt.Errorf("apt-get update: %w; %s", err, kwokHint)
-	}
-	inst := exec.CommandContext(ctx, "apt-get", append([]string{"install", "-y", "-qq", "--no-install-recommends"}, missing...)...)
-	inst.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	inst.Stdout, inst.Stderr = os.Stdout, os.Stderr
-	if err := inst.Run(); err != nil {
-		return fmt.Errorf("apt-get install %s: %w; %s", strings.Join(missing, " "), err, kwokHint)
+	if err := debpkg.Install(ctx, missing...); err != nil {
+		return fmt.Errorf("%w; %s", err, kwokHint)
 	}
 	// The Debian package starts a containerd of its own on /run/containerd; localfed's nodes do
 	// not use it and leave it alone.

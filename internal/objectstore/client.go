@@ -1,6 +1,7 @@
 package objectstore
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -59,7 +60,7 @@ func (c *Client) do(ctx context.Context, method, bucket, key string, query url.V
 		u.Path += "/" + key
 	}
 	u.RawQuery = strings.ReplaceAll(query.Encode(), "+", "%20")
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), strings.NewReader(string(body)))
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -83,9 +84,14 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.Code, e.Message)
 }
 
+// failure reads a refusal's body into an Error.
 func failure(resp *http.Response) error {
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	e := &Error{Status: resp.StatusCode}
+	return failureOf(resp.StatusCode, data)
+}
+
+func failureOf(status int, data []byte) error {
+	e := &Error{Status: status}
 	if xml.Unmarshal(data, e) != nil || e.Code == "" {
 		e.Message = strings.TrimSpace(string(data))
 	}
@@ -161,8 +167,7 @@ func (c *Client) List(ctx context.Context, bucket, prefix string) ([]Object, err
 			return nil, err
 		}
 		if resp.StatusCode/100 != 2 {
-			resp.Body = io.NopCloser(strings.NewReader(string(data)))
-			return nil, fmt.Errorf("list %s/%s: %w", bucket, prefix, failure(resp))
+			return nil, fmt.Errorf("list %s/%s: %w", bucket, prefix, failureOf(resp.StatusCode, data))
 		}
 		var page struct {
 			Contents              []Object `xml:"Contents"`

@@ -26,10 +26,7 @@ func TestAgainstARealStore(t *testing.T) {
 	}
 	root := objectstore.Credentials{AccessKeyID: store.AccessKeyID, SecretAccessKey: store.SecretAccessKey}
 	endpoint := store.Endpoint
-	c, err := objectstore.New(endpoint, "us-east-1", root, ca)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := storetest.Client(t, store)
 	if err := c.CreateBucket(ctx, "backups"); err != nil {
 		t.Fatal(err)
 	}

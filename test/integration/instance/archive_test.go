@@ -47,18 +47,7 @@ func TestPrimaryArchivesItsWAL(t *testing.T) {
 	ctx := context.Background()
 	store := storetest.Start(t, "backups")
 
-	ns := "archive"
-	createNamespace(ctx, t, ns)
-	p := newProc(ctx, t, "archive-0", ns, "east")
-	p.args = append(p.args, "--backup-dir", backupDir(t, store, "/archive/db", store.SecretAccessKey), "--archive-timeout", "2s")
-	createPod(ctx, t, ns, p.pod, contract.PodRolePrimary, 1, p.endpoint(), "")
-	renew(t, ns, decide.Holder("east", 1))
-	p.start(t)
-	p.waitStatus(ctx, t, "a primary", func(s contract.Status) bool { return s.Role == contract.RolePrimary && s.Ready })
-	// A row, and its segment switched out for the archiver (what archive_timeout does with time;
-	// the time it takes is a figure of its own, not this test's subject).
-	writeRow(ctx, t, p)
-	switchWAL(ctx, t, p)
+	p := archivingPrimary(ctx, t, "archive", "archive-0", backupDir(t, store, "/archive/db", store.SecretAccessKey))
 	st := p.waitStatus(ctx, t, "a primary archiving its WAL", func(s contract.Status) bool {
 		return s.Role == contract.RolePrimary && s.Ready && s.Archive != nil && s.Archive.LastArchivedWAL != "" && s.Archive.Error == ""
 	})
@@ -78,16 +67,7 @@ func TestPrimaryArchivesItsWAL(t *testing.T) {
 	}
 
 	// Another database whose repository refuses its key.
-	ns2 := "archive-refused"
-	createNamespace(ctx, t, ns2)
-	q := newProc(ctx, t, "refused-0", ns2, "east")
-	q.args = append(q.args, "--backup-dir", backupDir(t, store, "/archive/refused", "not-the-secret"), "--archive-timeout", "2s")
-	createPod(ctx, t, ns2, q.pod, contract.PodRolePrimary, 1, q.endpoint(), "")
-	renew(t, ns2, decide.Holder("east", 1))
-	q.start(t)
-	q.waitStatus(ctx, t, "a primary", func(s contract.Status) bool { return s.Role == contract.RolePrimary && s.Ready })
-	writeRow(ctx, t, q)
-	switchWAL(ctx, t, q)
+	q := archivingPrimary(ctx, t, "archive-refused", "refused-0", backupDir(t, store, "/archive/refused", "not-the-secret"))
 	st = q.waitStatus(ctx, t, "a primary whose archive is refused", func(s contract.Status) bool {
 		return s.Role == contract.RolePrimary && s.Ready && s.Archive != nil && s.Archive.LastFailedWAL != "" &&
 			strings.Contains(s.Archive.Error, "SignatureDoesNotMatch")
@@ -102,6 +82,23 @@ func TestPrimaryArchivesItsWAL(t *testing.T) {
 	for range 3 {
 		writeRow(ctx, t, q)
 	}
+}
+
+// archivingPrimary starts a primary of its own namespace with the repository dir, commits a
+// row and switches its segment out for the archiver (what archive_timeout does with time; the
+// time it takes is a figure of its own, not this test's subject).
+func archivingPrimary(ctx context.Context, t *testing.T, ns, pod, dir string) *proc {
+	t.Helper()
+	createNamespace(ctx, t, ns)
+	p := newProc(ctx, t, pod, ns, "east")
+	p.args = append(p.args, "--backup-dir", dir, "--archive-timeout", "2s")
+	createPod(ctx, t, ns, p.pod, contract.PodRolePrimary, 1, p.endpoint(), "")
+	renew(t, ns, decide.Holder("east", 1))
+	p.start(t)
+	p.waitStatus(ctx, t, "a primary", func(s contract.Status) bool { return s.Role == contract.RolePrimary && s.Ready })
+	writeRow(ctx, t, p)
+	switchWAL(ctx, t, p)
+	return p
 }
 
 // switchWAL closes p's current WAL segment (pg_switch_wal, as the superuser over loopback), which
